@@ -1,0 +1,20 @@
+"""`python -m lib.bench NAME [options]`: run one benchmark (forward, tokenizer, train, decode).
+
+Each benchmark lives in `lib/bench/NAME.py` with a `main(argv)` that prints a table and,
+as its last line, one JSON object with what it measured.
+"""
+import importlib
+import sys
+
+BENCHMARKS = ("forward", "tokenizer", "train", "decode")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in BENCHMARKS:
+        sys.exit(f"usage: python -m lib.bench {{{','.join(BENCHMARKS)}}} [options]; got {argv[:1] or 'nothing'}")
+    importlib.import_module(f"lib.bench.{argv[0]}").main(argv[1:])
+
+
+if __name__ == "__main__":
+    main()
