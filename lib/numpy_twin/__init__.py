@@ -1,0 +1,9 @@
+"""The numpy twin: every component of GPT-2 in numpy, with hand-written backward passes.
+
+Imports numpy and lib's framework-free modules only (never torch).
+"""
+from .model import (GPT, MLP, Block, CausalSelfAttention, Embedding, KVCache, LayerNorm, Linear,
+                     gelu, gelu_exact, relu, softmax)
+
+__all__ = ["GPT", "MLP", "Block", "CausalSelfAttention", "Embedding", "KVCache", "LayerNorm", "Linear",
+           "gelu", "gelu_exact", "relu", "softmax"]

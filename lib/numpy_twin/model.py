@@ -1,0 +1,389 @@
+"""GPT-2 in numpy, every gradient written by hand.
+
+Each layer has `forward(x) -> (y, cache)` and `backward(dy, cache) -> dx`; backward adds the
+gradients of the layer's parameters into `layer.grads` (same names as the parameters).
+Read it beside `lib/torch_twin/model.py`: same classes, same names, same order.
+
+Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..config import GPTConfig
+from ..weights import init_state, load_hf_gpt2, load_state, save_state
+
+
+# ---- activations: forward and backward side by side -----------------------------------------
+_GELU_C = math.sqrt(2.0 / math.pi)   # 0.7978845608...
+
+
+def gelu(x):
+    """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x ** 3)))
+
+
+def gelu_backward(dy, x):
+    t = np.tanh(_GELU_C * (x + 0.044715 * x ** 3))
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x))
+
+
+_erf64 = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x):
+    """erf without scipy: exact (math.erf) in float64; in float32 Abramowitz & Stegun 7.1.26,
+    whose absolute error (<= 1.5e-7) is below float32's resolution near 1."""
+    if x.dtype == np.float64:
+        return _erf64(x).astype(np.float64)
+    s, a = np.sign(x), np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return (s * (1.0 - poly * np.exp(-a * a))).astype(x.dtype, copy=False)
+
+
+def gelu_exact(x):
+    """GELU as defined: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))."""
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu_exact_backward(dy, x):
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)         # phi(x)
+    return dy * (0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * pdf)
+
+
+def relu(x):
+    return np.maximum(x, 0)
+
+
+def relu_backward(dy, x):
+    return dy * (x > 0)
+
+
+ACTIVATIONS = {"gelu": (gelu, gelu_backward), "gelu_exact": (gelu_exact, gelu_exact_backward),
+               "relu": (relu, relu_backward)}
+
+
+def softmax(x, axis=-1):
+    """Numerically stable: subtracting the row max makes every exponent <= 0."""
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+# ---- layers ------------------------------------------------------------------------------------
+class Module:
+    """Parameters are the ndarray attributes named in `param_names`; sub-layers are Module
+    attributes or lists of Modules. `grads` holds each parameter's gradient by name; like
+    torch, backward adds into it and `zero_grad()` clears it."""
+    param_names: tuple[str, ...] = ()
+
+    def children(self):
+        for name, child in vars(self).items():
+            if isinstance(child, Module):
+                yield name, child
+            elif isinstance(child, list):
+                for i, c in enumerate(child):
+                    yield f"{name}.{i}", c
+
+    def modules(self):
+        yield self
+        for _, child in self.children():
+            yield from child.modules()
+
+    def named_parameters(self, prefix=""):
+        for name in self.param_names:
+            yield prefix + name, getattr(self, name)
+        for name, child in self.children():
+            yield from child.named_parameters(f"{prefix}{name}.")
+
+    def named_grads(self, prefix=""):
+        for name in self.param_names:
+            yield prefix + name, self.grads[name]
+        for name, child in self.children():
+            yield from child.named_grads(f"{prefix}{name}.")
+
+    def zero_grad(self):
+        for m in self.modules():
+            if not m.param_names:
+                continue
+            if "grads" not in vars(m):
+                m.grads = {n: np.zeros_like(getattr(m, n)) for n in m.param_names}
+            for g in m.grads.values():
+                g.fill(0)
+
+    def astype(self, dtype):
+        """Convert every parameter (and gradient) to `dtype`, e.g. float64 for gradient checks."""
+        for m in self.modules():
+            for n in m.param_names:
+                setattr(m, n, getattr(m, n).astype(dtype, copy=False))
+            vars(m).pop("grads", None)
+        self.zero_grad()
+        return self
+
+
+class Linear(Module):
+    """y = x W^T + b with W stored (out, in), as torch.nn.Linear stores it."""
+    param_names = ("weight", "bias")
+
+    def __init__(self, n_in, n_out):
+        self.weight = np.zeros((n_out, n_in), np.float32)
+        self.bias = np.zeros(n_out, np.float32)
+
+    def forward(self, x):                                    # x: (..., in)
+        return x @ self.weight.T + self.bias, x              # (..., out)
+
+    def backward(self, dy, x):                               # dy: (..., out)
+        dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
+        self.grads["weight"] += dy2.T @ x2                   # (out, in)
+        self.grads["bias"] += dy2.sum(axis=0)                # (out,)
+        return dy @ self.weight                              # (..., in)
+
+
+class Embedding(Module):
+    """A lookup table: row i is the vector of token (or position) i."""
+    param_names = ("weight",)
+
+    def __init__(self, n_rows, n_embd):
+        self.weight = np.zeros((n_rows, n_embd), np.float32)
+
+    def forward(self, idx):                                  # idx: (B, T) ints
+        return self.weight[idx], idx                         # (B, T, C)
+
+    def backward(self, dy, idx):                             # dy: (B, T, C)
+        np.add.at(self.grads["weight"], idx.reshape(-1), dy.reshape(-1, dy.shape[-1]))
+
+
+class LayerNorm(Module):
+    """Normalise each vector to mean 0, variance 1, then scale and shift (eps 1e-5)."""
+    param_names = ("weight", "bias")
+
+    def __init__(self, n_embd, eps=1e-5):
+        self.weight = np.ones(n_embd, np.float32)
+        self.bias = np.zeros(n_embd, np.float32)
+        self.eps = eps
+
+    def forward(self, x):                                    # x: (B, T, C)
+        mu = x.mean(axis=-1, keepdims=True)                  # (B, T, 1)
+        xc = x - mu
+        rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + self.eps)  # (B, T, 1)
+        xhat = xc * rstd
+        return xhat * self.weight + self.bias, (xhat, rstd)
+
+    def backward(self, dy, cache):
+        xhat, rstd = cache
+        self.grads["weight"] += (dy * xhat).reshape(-1, xhat.shape[-1]).sum(axis=0)
+        self.grads["bias"] += dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+        dxhat = dy * self.weight
+        # d/dx of (x - mean) / std: remove the parts of dxhat along 1 and along xhat
+        return rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
+                       - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+
+
+class CausalSelfAttention(Module):
+    """Multi-head attention where each position sees only itself and earlier positions."""
+
+    def __init__(self, config: GPTConfig):
+        self.n_head = config.n_head
+        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)   # fused q, k, v
+        self.c_proj = Linear(config.n_embd, config.n_embd)
+
+    def forward(self, x, kv_cache=None, layer=0):            # x: (B, T, C)
+        B, T, C = x.shape
+        H, D = self.n_head, C // self.n_head
+        qkv, c_attn_cache = self.c_attn.forward(x)           # (B, T, 3C)
+        qkv = qkv.reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, D)
+        q, k, v = qkv[0], qkv[1], qkv[2]                     # each (B, H, T, D)
+        start = 0
+        if kv_cache is not None:                             # decode: append, attend to all so far
+            start = kv_cache.length
+            k, v = kv_cache.update(layer, k, v)              # (B, H, start + T, D)
+        att = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(D))  # (B, H, T, start + T)
+        # query i sits at position start + i and may see keys 0 .. start + i
+        future = np.triu(np.ones((T, start + T), dtype=bool), k=start + 1)  # (T, start + T)
+        att[..., future] = -np.inf
+        att = softmax(att)
+        y = att @ v                                          # (B, H, T, D)
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
+        out, c_proj_cache = self.c_proj.forward(y)           # (B, T, C)
+        return out, (c_attn_cache, q, k, v, att, c_proj_cache)
+
+    def backward(self, dout, cache):                         # dout: (B, T, C)
+        c_attn_cache, q, k, v, att, c_proj_cache = cache
+        B, H, T, D = q.shape
+        dy = self.c_proj.backward(dout, c_proj_cache)        # (B, T, C)
+        dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)    # (B, H, T, D)
+        datt = dy @ v.transpose(0, 1, 3, 2)                  # (B, H, T, T)
+        dv = att.transpose(0, 1, 3, 2) @ dy                  # (B, H, T, D)
+        # softmax backward: ds = p * (dp - sum(dp * p)); masked entries have p = 0
+        ds = att * (datt - (datt * att).sum(axis=-1, keepdims=True))
+        ds *= 1.0 / math.sqrt(D)
+        dq = ds @ k                                          # (B, H, T, D)
+        dk = ds.transpose(0, 1, 3, 2) @ q                    # (B, H, T, D)
+        dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * H * D)  # (B, T, 3C)
+        return self.c_attn.backward(dqkv, c_attn_cache)      # (B, T, C)
+
+
+class MLP(Module):
+    """Position-wise feed-forward: C -> 4C, activation, 4C -> C."""
+
+    def __init__(self, config: GPTConfig):
+        self.act, self.act_backward = ACTIVATIONS[config.activation]
+        self.c_fc = Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = Linear(4 * config.n_embd, config.n_embd)
+
+    def forward(self, x):                                    # x: (B, T, C)
+        h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, 4C)
+        out, c_proj_cache = self.c_proj.forward(self.act(h)) # (B, T, C)
+        return out, (c_fc_cache, h, c_proj_cache)
+
+    def backward(self, dout, cache):
+        c_fc_cache, h, c_proj_cache = cache
+        da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, 4C)
+        return self.c_fc.backward(self.act_backward(da, h), c_fc_cache)  # (B, T, C)
+
+
+class Block(Module):
+    """Pre-norm residual block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, config: GPTConfig):
+        self.ln_1 = LayerNorm(config.n_embd, config.layer_norm_eps)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd, config.layer_norm_eps)
+        self.mlp = MLP(config)
+
+    def forward(self, x, kv_cache=None, layer=0):            # x: (B, T, C)
+        a, ln_1_cache = self.ln_1.forward(x)
+        a, attn_cache = self.attn.forward(a, kv_cache, layer)
+        x = x + a
+        m, ln_2_cache = self.ln_2.forward(x)
+        m, mlp_cache = self.mlp.forward(m)
+        return x + m, (ln_1_cache, attn_cache, ln_2_cache, mlp_cache)
+
+    def backward(self, dx, cache):                           # dx: (B, T, C)
+        ln_1_cache, attn_cache, ln_2_cache, mlp_cache = cache
+        dx = dx + self.ln_2.backward(self.mlp.backward(dx, mlp_cache), ln_2_cache)
+        return dx + self.ln_1.backward(self.attn.backward(dx, attn_cache), ln_1_cache)
+
+
+class KVCache:
+    """Keys and values of every layer, pre-allocated for the whole context:
+    k[layer], v[layer] have shape (B, H, n_ctx, D); `length` positions are filled."""
+
+    def __init__(self, config: GPTConfig, batch: int, dtype=np.float32):
+        shape = (batch, config.n_head, config.n_ctx, config.head_dim)
+        self.k = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
+        self.v = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
+        self.length = 0
+
+    def update(self, layer, k, v):                           # k, v: (B, H, T, D) new positions
+        end = self.length + k.shape[2]
+        self.k[layer][:, :, self.length:end] = k
+        self.v[layer][:, :, self.length:end] = v
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, H, end, D)
+
+
+class GPT(Module):
+    """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte."""
+
+    def __init__(self, config: GPTConfig, seed: int = 0, dtype=np.float32):
+        self.config = config
+        self.wte = Embedding(config.vocab_size, config.n_embd)
+        self.wpe = Embedding(config.n_ctx, config.n_embd)
+        self.h = [Block(config) for _ in range(config.n_layer)]
+        self.ln_f = LayerNorm(config.n_embd, config.layer_norm_eps)
+        self.astype(dtype)
+        self.load_state_dict(init_state(config, seed, dtype))
+        self._cache = None
+
+    # ---- forward and backward -------------------------------------------------------------
+    def forward(self, idx, return_attention=False, return_hidden=False, kv_cache=None):
+        """idx: (B, T) token ids -> logits (B, T, V). With a `kv_cache`, idx holds only the new
+        positions, which attend to everything cached. Without one, what backward needs is kept."""
+        idx = self._check_idx(idx, kv_cache)
+        B, T = idx.shape
+        start = 0 if kv_cache is None else kv_cache.length
+        tok, tok_cache = self.wte.forward(idx)               # (B, T, C)
+        pos, pos_cache = self.wpe.forward(np.arange(start, start + T)[None])  # (1, T, C)
+        x = tok + pos                                        # (B, T, C)
+        block_caches = []
+        for layer, block in enumerate(self.h):
+            x, cache = block.forward(x, kv_cache, layer)
+            block_caches.append(cache)
+        hidden, ln_f_cache = self.ln_f.forward(x)            # (B, T, C)
+        logits = hidden @ self.wte.weight.T                  # (B, T, V): the tied head
+        if kv_cache is None:
+            self._cache = (tok_cache, pos_cache, block_caches, ln_f_cache, hidden)
+        else:
+            kv_cache.length += T
+        extras = []
+        if return_attention:
+            extras.append([c[1][4] for c in block_caches])   # n_layer x (B, H, T, T)
+        if return_hidden:
+            extras.append(hidden)
+        return (logits, *extras) if extras else logits
+
+    def backward(self, dlogits):
+        """dlogits: (B, T, V), the loss's gradient w.r.t. the last forward's logits.
+        Adds into `self.grads` ({name: gradient}; `zero_grad()` clears them, as in torch)
+        and releases the forward's cache."""
+        if self._cache is None:
+            raise RuntimeError("backward() needs a forward() without kv_cache first")
+        tok_cache, pos_cache, block_caches, ln_f_cache, hidden = self._cache
+        self._cache = None
+        C = hidden.shape[-1]
+        self.wte.grads["weight"] += dlogits.reshape(-1, dlogits.shape[-1]).T @ hidden.reshape(-1, C)  # (V, C)
+        dx = self.ln_f.backward(dlogits @ self.wte.weight, ln_f_cache)  # (B, T, C)
+        for block, cache in zip(reversed(self.h), reversed(block_caches)):
+            dx = block.backward(dx, cache)
+        self.wte.backward(dx, tok_cache)
+        self.wpe.backward(dx.sum(axis=0, keepdims=True), pos_cache)
+
+    @property
+    def grads(self) -> dict[str, np.ndarray]:
+        return dict(self.named_grads())
+
+    def _check_idx(self, idx, kv_cache):
+        idx = np.asarray(idx)
+        if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
+            raise ValueError(f"idx must be a (B, T) array of integer token ids, got shape {idx.shape} dtype {idx.dtype}")
+        start = 0 if kv_cache is None else kv_cache.length
+        if idx.shape[1] == 0 or start + idx.shape[1] > self.config.n_ctx:
+            raise ValueError(f"sequence of {start + idx.shape[1]} positions ({idx.shape[1]} new) does not fit "
+                             f"the context: expected 1 to n_ctx={self.config.n_ctx}")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), "
+                             f"got min {idx.min()} max {idx.max()}")
+        return idx
+
+    # ---- parameters and files -------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return dict(self.named_parameters())
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        from ..weights import check_state
+        check_state(self.config, state)
+        for name, param in self.named_parameters():
+            param[...] = state[name]                         # in place: layers hold these arrays
+
+    def num_params(self) -> int:
+        return sum(p.size for _, p in self.named_parameters())
+
+    def save(self, path) -> None:
+        save_state(path, self.config, self.state_dict())
+
+    @classmethod
+    def load(cls, path) -> "GPT":
+        config, state = load_state(path)
+        model = cls(config)
+        model.load_state_dict(state)
+        return model
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "GPT":
+        """A Hugging Face GPT-2 folder (either key layout); see lib.weights.load_hf_gpt2."""
+        config, state = load_hf_gpt2(folder)
+        model = cls(config)
+        model.load_state_dict(state)
+        return model
