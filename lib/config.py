@@ -136,7 +136,10 @@ def kv_cache_bytes(config: GPTConfig, seq_len: int, dtype="float32", batch: int 
         raise ValueError(f"kv_cache_bytes needs seq_len >= 0 and batch >= 1, got {seq_len=}, {batch=}")
     name = str(dtype).replace("torch.", "")
     if name not in _DTYPE_BYTES:
-        name = np.dtype(dtype).name
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
     if name not in _DTYPE_BYTES:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPE_BYTES)}")
     return 2 * config.n_layer * config.n_embd * seq_len * batch * _DTYPE_BYTES[name]
