@@ -146,7 +146,7 @@ class GPT(nn.Module):
             x, att = block(x, kv_cache, layer, return_attention)
             attentions.append(att)
         hidden = self.ln_f(x)                                 # (B, T, C)
-        logits = hidden @ self.wte.weight.T                   # (B, T, V): the tied head
+        logits = self.lm_head(hidden)                         # (B, T, V)
         if kv_cache is not None:
             kv_cache.length += T
         extras = []
@@ -155,6 +155,10 @@ class GPT(nn.Module):
         if return_hidden:
             extras.append(hidden)
         return (logits, *extras) if extras else logits
+
+    def lm_head(self, hidden):                                # (B, T, C) -> (B, T, V)
+        """The output head, tied to wte (the GPU training path swaps in a padded one)."""
+        return hidden @ self.wte.weight.T
 
     def _check_idx(self, idx, start):
         if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.int32, torch.int64):
