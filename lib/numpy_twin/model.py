@@ -22,12 +22,13 @@ _GELU_C = math.sqrt(2.0 / math.pi)   # 0.7978845608...
 
 def gelu(x):
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x * x * x)))
 
 
 def gelu_backward(dy, x):
-    t = np.tanh(_GELU_C * (x + 0.044715 * x ** 3))
-    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x * x))
+    x2 = x * x
+    t = np.tanh(_GELU_C * x * (1.0 + 0.044715 * x2))
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x2))
 
 
 _erf64 = np.frompyfunc(math.erf, 1, 1)
@@ -69,7 +70,14 @@ ACTIVATIONS = {"gelu": (gelu, gelu_backward), "gelu_exact": (gelu_exact, gelu_ex
 def softmax(x, axis=-1):
     """Numerically stable: subtracting the row max makes every exponent <= 0."""
     e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
+
+
+def causal_mask(T, start, dtype):
+    """(T, start + T) additive mask: query i sits at position start + i and may see keys
+    0 .. start + i; later keys get -inf, which the softmax turns into weight 0."""
+    return np.triu(np.full((T, start + T), -np.inf, dtype), k=start + 1)
 
 
 # ---- layers ------------------------------------------------------------------------------------
@@ -132,13 +140,15 @@ class Linear(Module):
         self.bias = np.zeros(n_out, np.float32)
 
     def forward(self, x):                                    # x: (..., in)
-        return x @ self.weight.T + self.bias, x              # (..., out)
+        y = x.reshape(-1, x.shape[-1]) @ self.weight.T       # (N, out): one matrix product
+        y += self.bias
+        return y.reshape(*x.shape[:-1], -1), x               # (..., out)
 
     def backward(self, dy, x):                               # dy: (..., out)
         dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
         self.grads["weight"] += dy2.T @ x2                   # (out, in)
         self.grads["bias"] += dy2.sum(axis=0)                # (out,)
-        return dy @ self.weight                              # (..., in)
+        return (dy2 @ self.weight).reshape(*x.shape)          # (..., in)
 
 
 class Embedding(Module):
@@ -199,10 +209,9 @@ class CausalSelfAttention(Module):
         if kv_cache is not None:                             # decode: append, attend to all so far
             start = kv_cache.length
             k, v = kv_cache.update(layer, k, v)              # (B, H, start + T, D)
-        att = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(D))  # (B, H, T, start + T)
-        # query i sits at position start + i and may see keys 0 .. start + i
-        future = np.triu(np.ones((T, start + T), dtype=bool), k=start + 1)  # (T, start + T)
-        att[..., future] = -np.inf
+        att = q @ k.transpose(0, 1, 3, 2)                    # (B, H, T, start + T)
+        att *= 1.0 / math.sqrt(D)
+        att += causal_mask(T, start, att.dtype)              # -inf where a key is in the future
         att = softmax(att)
         y = att @ v                                          # (B, H, T, D)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
@@ -312,7 +321,7 @@ class GPT(Module):
             x, cache = block.forward(x, kv_cache, layer)
             block_caches.append(cache)
         hidden, ln_f_cache = self.ln_f.forward(x)            # (B, T, C)
-        logits = hidden @ self.wte.weight.T                  # (B, T, V): the tied head
+        logits = (hidden.reshape(B * T, -1) @ self.wte.weight.T).reshape(B, T, -1)  # (B, T, V): tied head
         if kv_cache is None:
             self._cache = (tok_cache, pos_cache, block_caches, ln_f_cache, hidden)
         else:
@@ -356,6 +365,18 @@ class GPT(Module):
             raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), "
                              f"got min {idx.min()} max {idx.max()}")
         return idx
+
+    # ---- generation (lib/numpy_twin/generate.py) ------------------------------------------
+    def generate(self, idx, max_new_tokens, **options):
+        """(B, T) prompts -> (B, T + n) array: each prompt then its new tokens. Options:
+        temperature, top_k, top_p, repetition_penalty, use_cache, seed, stop_token."""
+        from .generate import generate
+        return generate(self, idx, max_new_tokens, **options)
+
+    def stream(self, idx, max_new_tokens, **options):
+        """The same, one (B,) array of new ids per step (a Stream, which reports cropping)."""
+        from .generate import stream
+        return stream(self, idx, max_new_tokens, **options)
 
     # ---- parameters and files -------------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:

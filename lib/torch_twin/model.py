@@ -171,6 +171,18 @@ class GPT(nn.Module):
         if lo < 0 or hi >= self.config.vocab_size:
             raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), got min {lo} max {hi}")
 
+    # ---- generation (lib/torch_twin/generate.py) ------------------------------------------
+    def generate(self, idx, max_new_tokens, **options):
+        """(B, T) prompts -> (B, T + n) tensor: each prompt then its new tokens. Options:
+        temperature, top_k, top_p, repetition_penalty, use_cache, seed, stop_token."""
+        from .generate import generate
+        return generate(self, idx, max_new_tokens, **options)
+
+    def stream(self, idx, max_new_tokens, **options):
+        """The same, one (B,) tensor of new ids per step (a Stream, which reports cropping)."""
+        from .generate import stream
+        return stream(self, idx, max_new_tokens, **options)
+
     # ---- parameters and files -------------------------------------------------------------
     def state_dict_numpy(self) -> dict[str, np.ndarray]:
         return {k: v.detach().cpu().float().numpy() for k, v in self.named_parameters()}
