@@ -1,0 +1,88 @@
+"""Generation with the numpy twin: one prefill pass over the prompt, then one decode step per
+new token, each reading the KV cache instead of recomputing the past.
+
+Read it beside `lib/torch_twin/generate.py`: same functions, same names. Sampling is
+`lib.sampling` (shared by both twins; its docstring gives the order of the steps).
+
+Context: like nanoGPT, generation conditions on at most the last `n_ctx` tokens. A longer
+prompt is cropped to its last `n_ctx` tokens (the stream reports how many it dropped in
+`cropped`). Without the cache every step runs the model on the last `n_ctx` tokens. With it,
+when the cache is full the last `refill_length(n_ctx)` tokens are prefilled again into an
+emptied cache (counted in `refills`); see `lib.sampling.refill_length` for why.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..sampling import Sampler, check_generation, refill_length
+from .model import KVCache
+
+
+class Stream:
+    """An iterator over the new tokens, one (B,) array of ids per decode step.
+
+    Attributes: `prompt` (B, T), the prompt as given; `cropped`, how many of its first tokens
+    the model never sees (T - n_ctx when T > n_ctx, else 0); `refills`, how many times a full
+    cache has been refilled so far. Rows that have produced `stop_token` keep producing it
+    until every row has, and then the stream ends.
+    """
+
+    def __init__(self, model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+                 repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None):
+        config = model.config
+        self.prompt = np.asarray(idx)
+        check_generation(self.prompt, config.vocab_size, max_new_tokens, use_cache, stop_token)
+        B, T = self.prompt.shape
+        self.model, self.n_ctx, self.stop_token = model, config.n_ctx, stop_token
+        self.sampler = Sampler(config.vocab_size, B, temperature, top_k, top_p, repetition_penalty, seed)
+        self.sampler.observe(self.prompt)
+        self.cropped, self.refills, self.remaining = max(0, T - self.n_ctx), 0, max_new_tokens
+        self.window = self.prompt[:, -self.n_ctx:]           # (B, <= n_ctx): what the model sees
+        self.cache = KVCache(config, B, model.wte.weight.dtype) if use_cache else None
+        self.pending = self.window                           # (B, t): ids not yet in the cache
+        self.done = np.zeros(B, bool)                        # rows that have produced stop_token
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):                                      # -> (B,) new ids
+        if self.remaining == 0 or (self.stop_token is not None and self.done.all()):
+            raise StopIteration
+        self.remaining -= 1
+        return self.step()
+
+    def step(self):                                          # -> (B,) new ids
+        ids = self.sampler(self.next_logits())               # (B,)
+        if self.stop_token is not None:
+            ids = np.where(self.done, self.stop_token, ids)
+            self.done |= ids == self.stop_token
+        self.window = np.concatenate([self.window, ids[:, None]], axis=1)[:, -self.n_ctx:]  # (B, <= n_ctx)
+        self.pending = ids[:, None]                          # (B, 1)
+        return ids
+
+    def next_logits(self):                                   # -> (B, V), last position only
+        if self.cache is None:
+            return self.model.forward(self.window)[:, -1]
+        if self.cache.length + self.pending.shape[1] > self.n_ctx:   # full: refill the last tokens
+            self.cache.length = 0
+            self.pending = self.window[:, -refill_length(self.n_ctx):]
+            self.refills += 1
+        return self.model.forward(self.pending, kv_cache=self.cache)[:, -1]
+
+
+def stream(model, idx, max_new_tokens, **options) -> Stream:
+    """The new tokens one step at a time, as a `Stream` (same options as `generate`)."""
+    return Stream(model, idx, max_new_tokens, **options)
+
+
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
+             repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None):
+    """idx: (B, T) equal-length prompts -> (B, T + n): each prompt, whole, then its n new tokens
+    (n = max_new_tokens, or fewer once every row has produced `stop_token`).
+
+    temperature 0 is greedy; see lib.sampling for top_k, top_p and repetition_penalty. A seed
+    reproduces a sample. use_cache=False recomputes the whole window for every token.
+    """
+    s = Stream(model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty,
+               use_cache, seed, stop_token)
+    return np.concatenate([s.prompt, *(ids[:, None] for ids in s)], axis=1)  # (B, T + n)
