@@ -6,6 +6,8 @@
   `model.safetensors` (keys as in `lib.config.param_shapes`); both twins read and write it.
 - `load_hf_gpt2(folder)`: a Hugging Face GPT-2 folder (`config.json` + `model.safetensors`),
   in either key layout, converted to the course's names and shapes.
+- `save_hf_gpt2(folder, config, state)`: the inverse, a folder that `transformers`'
+  `GPT2LMHeadModel.from_pretrained` reads (`to_hf_state` / `to_hf_config` do the renaming).
 """
 from __future__ import annotations
 
@@ -149,3 +151,33 @@ def load_hf_gpt2(folder) -> tuple[GPTConfig, dict[str, np.ndarray]]:
         raise ValueError(f"{folder}: lm_head.weight differs from wte.weight; this course ties the head to the embedding")
     check_state(config, state, source=str(folder / WEIGHTS_FILE))
     return config, state
+
+
+def to_hf_config(config: GPTConfig) -> dict:
+    """The Hugging Face `config.json` dictionary of a GPTConfig (inverse of `hf_config`)."""
+    activation = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}[config.activation]
+    eot = 50256 if config.vocab_size > 50256 else None      # GPT-2's <|endoftext|>, if the vocab has it
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": config.vocab_size,
+            "n_positions": config.n_ctx, "n_embd": config.n_embd, "n_layer": config.n_layer,
+            "n_head": config.n_head, "activation_function": activation,
+            "layer_norm_epsilon": config.layer_norm_eps, "tie_word_embeddings": True,
+            "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+            "bos_token_id": eot, "eos_token_id": eot}
+
+
+def to_hf_state(config: GPTConfig, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The course's names and shapes -> `save_pretrained`'s keys (`transformer.` prefix, Conv1D
+    weights stored (in, out)); the tied head `lm_head.weight` is left out, as HF leaves it out."""
+    check_state(config, state)
+    return {"transformer." + name: np.ascontiguousarray(value.T if name.endswith(_HF_CONV1D) else value)
+            for name, value in state.items()}
+
+
+def save_hf_gpt2(folder, config: GPTConfig, state: dict[str, np.ndarray]) -> None:
+    """Write a Hugging Face GPT-2 folder (`config.json` + `model.safetensors`)."""
+    from safetensors.numpy import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(to_hf_state(config, state), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+    (folder / CONFIG_FILE).write_text(json.dumps(to_hf_config(config), indent=2))
