@@ -194,9 +194,11 @@ def grads_both(cfg, dtype, idx, seed=0):
     return numpy_model, numpy_model.grads, {n: p.grad.numpy() for n, p in torch_model.named_parameters()}
 
 
-@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-4), (np.float64, 1e-8)])
-@pytest.mark.parametrize("activation", ["gelu", "relu"])
-def test_numpy_gradients_match_torch_autograd(dtype, tol, activation):
+# ReLU is checked in float64 only: at its kink a float32 pre-activation within rounding of 0
+# can land on either side in the two twins, which changes that unit's gradient outright.
+@pytest.mark.parametrize("activation,dtype,tol", [("gelu", np.float32, 1e-4), ("gelu", np.float64, 1e-8),
+                                                  ("gelu_exact", np.float32, 1e-4), ("relu", np.float64, 1e-8)])
+def test_numpy_gradients_match_torch_autograd(activation, dtype, tol):
     cfg = GPTConfig.small(activation=activation)
     idx = np.random.default_rng(6).integers(0, cfg.vocab_size, (4, cfg.n_ctx))
     _, g_numpy, g_torch = grads_both(cfg, dtype, idx)
