@@ -1,0 +1,23 @@
+"""Shared fixtures. `built_book`: the book, built once per test session for
+tests/test_book.py and tests/test_browser.py."""
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def built_book():
+    """Run `python tools/build_book.py` (strict: -W -n, executes every notebook) once.
+
+    Returns returncode, log (stdout and stderr together) and html (the output folder).
+    It takes seconds for the book pages alone and minutes once the chapters execute.
+    """
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py")], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return SimpleNamespace(returncode=proc.returncode, log=proc.stdout,
+                           html=ROOT / "_build" / "html")

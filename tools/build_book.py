@@ -1,0 +1,47 @@
+"""Build the book, strictly: the single command instructors and the tests use.
+
+    python tools/build_book.py
+
+Removes the previous build (so no page of an older toc lingers, and no warning is hidden
+by Sphinx's incremental build: every page is read and every notebook executed again), then
+runs `jb build` nitpicky (`-n`: every broken reference warns) and failing on any warning
+(`-W`, with `--keep-going` to report them all). The first step of the build
+(tools/book_ext.py) fetches the offline assets when they are missing
+(tools/fetch_assets.py). The HTML lands in _build/html. Exits non-zero on failure; the
+log is also written to _build/build.log.
+"""
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "_build"
+LOG = BUILD / "build.log"
+JB_ARGS = ["build", ".", "--all", "-W", "-n", "--keep-going"]
+PREVIOUS = ("html", ".doctrees", "jupyter_execute")  # what jb build writes under _build
+
+
+def main():
+    for name in PREVIOUS:
+        shutil.rmtree(BUILD / name, ignore_errors=True)
+    cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", *JB_ARGS]
+    print("build_book:", " ".join(["jb", *JB_ARGS]), flush=True)
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    lines = []
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        lines.append(line)
+    code = proc.wait()
+    LOG.parent.mkdir(exist_ok=True)
+    LOG.write_text("".join(lines))
+    print(f"build_book: {'ok' if code == 0 else f'FAILED (exit {code})'} in "
+          f"{time.perf_counter() - start:.0f} s; log in {LOG.relative_to(ROOT)}", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
