@@ -7,3 +7,7 @@ from .model import (GPT, MLP, Block, CausalSelfAttention, Embedding, KVCache, La
 
 __all__ = ["GPT", "MLP", "Block", "CausalSelfAttention", "Embedding", "KVCache", "LayerNorm", "Linear",
            "gelu", "gelu_exact", "relu", "softmax"]
+from .train import AdamW, Trainer, clip_grad_norm, cross_entropy, estimate_loss, grad_norm, perplexity, train_step
+
+__all__ += ["AdamW", "Trainer", "clip_grad_norm", "cross_entropy", "estimate_loss", "grad_norm", "perplexity",
+            "train_step"]

@@ -1,0 +1,243 @@
+"""Training pieces of the torch twin: the loss, AdamW, gradient clipping, one step, and the
+device side (GPU precision, DistributedDataParallel).
+
+Read it beside `lib/numpy_twin/train.py`: same names, same order; autograd replaces the
+hand-written gradients. The loop around them is framework-free and lives in `lib/train.py`.
+Shapes: B batch, T time, V vocab.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from ..train import uses_weight_decay
+
+
+def cross_entropy(logits, targets):
+    """Mean of -log p(target) over all B*T positions (torch's log-softmax is the stable one).
+    logits: (B, T, V); targets: (B, T) -> a scalar tensor; autograd gives its gradient."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # (B*T, V), (B*T,)
+
+
+def perplexity(loss):
+    """exp(mean cross-entropy): the effective number of equally likely choices per token."""
+    return math.exp(float(loss))
+
+
+class AdamW(torch.optim.AdamW):
+    """torch.optim.AdamW with two groups: decay for 2-D weights and embeddings
+    (`uses_weight_decay`), none for biases and LayerNorm parameters. Fused kernel on CUDA.
+
+    params: (name, parameter) pairs, e.g. `model.named_parameters()`."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        self.names = dict(params)                            # name -> parameter
+        decay = [p for n, p in self.names.items() if uses_weight_decay(n, p.ndim)]
+        no_decay = [p for n, p in self.names.items() if not uses_weight_decay(n, p.ndim)]
+        groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        fused = all(p.is_cuda for p in self.names.values())
+        super().__init__(groups, lr=lr, betas=betas, eps=eps, fused=fused or None)
+
+    @property
+    def steps(self):
+        first = next(iter(self.state.values()), None)
+        return 0 if first is None else int(first["step"])
+
+    def state_arrays(self):
+        """The moments as {"exp_avg.NAME": m, "exp_avg_sq.NAME": v} (same keys in both twins)."""
+        arrays = {}
+        for key in ("exp_avg", "exp_avg_sq"):
+            for name, p in self.names.items():
+                value = self.state[p][key] if p in self.state else torch.zeros_like(p)
+                arrays[f"{key}.{name}"] = value.detach().cpu().numpy()
+        return arrays
+
+    def load_state_arrays(self, arrays, steps):
+        """Restore what `state_arrays()` gave and the number of steps taken."""
+        index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+        state = {index[id(p)]: {"step": torch.tensor(float(steps)),
+                                "exp_avg": torch.as_tensor(arrays[f"exp_avg.{n}"]),
+                                "exp_avg_sq": torch.as_tensor(arrays[f"exp_avg_sq.{n}"])}
+                 for n, p in self.names.items()}
+        self.load_state_dict({"state": state, "param_groups": self.state_dict()["param_groups"]})
+
+
+def grad_norm(parameters):
+    """The global L2 norm: all gradients taken together as one long vector."""
+    norms = [torch.linalg.vector_norm(p.grad) for p in parameters if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def clip_grad_norm(parameters, max_norm):
+    """Scale every gradient by max_norm / norm when the global L2 norm over all of them exceeds
+    max_norm (norm + 1e-6 in the denominator). Returns the norm before clipping (a tensor)."""
+    return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+
+
+def train_step(model, optimizer, micro_batches, lr, grad_clip, autocast=contextlib.nullcontext, scaler=None):
+    """One optimizer step over the micro-batches [(x, y), ...] (gradient accumulation): each
+    micro-batch's loss is scaled by 1/k, so k micro-batches equal one batch k times larger.
+    Under DDP, gradients are averaged across processes on the last micro-batch only, and the
+    loss returned is the mean over all processes. Returns (mean loss, gradient norm before
+    clipping); a non-finite loss or gradient raises FloatingPointError before the weights change."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    k = len(micro_batches)
+    loss = torch.zeros((), device=micro_batches[0][0].device)
+    for i, (x, y) in enumerate(micro_batches):
+        wait = i < k - 1 and isinstance(model, DistributedDataParallel)
+        with model.no_sync() if wait else contextlib.nullcontext():
+            with autocast():
+                micro_loss = cross_entropy(model(x), y) / k
+            (scaler.scale(micro_loss) if scaler else micro_loss).backward()
+        loss += micro_loss.detach()
+    if dist.is_initialized():
+        dist.all_reduce(loss)
+        loss /= dist.get_world_size()
+    if scaler:
+        scaler.unscale_(optimizer)
+    params = list(optimizer.names.values())
+    norm = clip_grad_norm(params, grad_clip) if grad_clip else grad_norm(params)
+    loss, norm = loss.item(), norm.item()
+    if not math.isfinite(loss):
+        raise FloatingPointError(f"the loss is {loss}")
+    if not math.isfinite(norm) and scaler is None:           # with a scaler, inf means "lower the scale"
+        raise FloatingPointError(f"the gradient norm is {norm}")
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, norm
+
+
+@torch.no_grad()
+def estimate_loss(model, batches, autocast=contextlib.nullcontext):
+    """Mean cross-entropy over [(x, y), ...] without building a graph."""
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for x, y in batches:
+        with autocast():
+            total += cross_entropy(model(x), y).item()
+    model.train(was_training)
+    return total / len(batches)
+
+
+# ---- the device side ----------------------------------------------------------------------------
+def pad_vocab(model, multiple=64):
+    """GPU compute path only: the tied head multiplies by wte padded with zero rows to a multiple
+    of `multiple` (50,257 -> 50,304: shapes the tensor cores like), then drops the padded
+    logits. The stored weights, checkpoints and sampled ids keep vocab_size rows. Undo with
+    `del model.lm_head`."""
+    V = model.config.vocab_size
+    pad = -V % multiple
+    if pad:
+        def lm_head(hidden):                                 # (B, T, C)
+            w = F.pad(model.wte.weight, (0, 0, 0, pad))      # (V + pad, C)
+            return (hidden @ w.T)[..., :V]                   # (B, T, V)
+        model.lm_head = lm_head
+
+
+def precision(device, dtype):
+    """(autocast dtype or None, use a GradScaler) for `dtype` in None (auto), 'float32',
+    'bfloat16', 'float16'. Auto: bf16 on compute capability >= 8.0; fp16 with a scaler below
+    (a T4 emulates bf16, and is_bf16_supported() says yes there); float32 on the CPU."""
+    if dtype not in (None, "float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'float16' (or None: automatic); got {dtype!r}")
+    if device.type != "cuda":
+        if dtype not in (None, "float32"):
+            raise ValueError(f"dtype={dtype!r} needs a CUDA device; on {device} training runs in float32")
+        return None, False
+    if dtype is None:
+        dtype = "bfloat16" if torch.cuda.get_device_capability(device)[0] >= 8 else "float16"
+    return (None if dtype == "float32" else getattr(torch, dtype)), dtype == "float16"
+
+
+def init_distributed(device):
+    """Join the process group torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK in the
+    environment): NCCL on CUDA, gloo on the CPU. Returns (rank, world_size, local_rank, joined)."""
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    if world_size == 1:
+        return 0, 1, 0, False
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    joined = not dist.is_initialized()
+    if joined:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return dist.get_rank(), world_size, local_rank, joined
+
+
+class Trainer:
+    """What the framework-free loop in `lib.train` asks of a twin: a step, an evaluation, and
+    the optimizer's and RNGs' state for checkpoints. Handles the device (CUDA precision, TF32,
+    padded vocabulary, optional torch.compile) and, under torchrun, DistributedDataParallel."""
+
+    def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False):
+        cuda = torch.cuda.is_available() if device is None else str(device).startswith("cuda")
+        world_size = int(os.environ.get("WORLD_SIZE", 1))
+        device = torch.device("cuda" if cuda else "cpu") if device is None else torch.device(device)
+        if cuda and world_size > 1:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        amp_dtype, use_scaler = precision(device, dtype)     # checks dtype before anything else
+        self.rank, self.world_size, local_rank, self._joined = init_distributed(device)
+        self.device, self.grad_clip, self.model = device, grad_clip, model.to(device)
+        self.autocast = contextlib.nullcontext
+        if amp_dtype is not None:
+            self.autocast = lambda: torch.autocast("cuda", dtype=amp_dtype)
+        self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+            pad_vocab(model)
+        self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
+        self.compute = torch.compile(model) if compile else model
+        if self.world_size > 1:
+            self.compute = DistributedDataParallel(self.compute, device_ids=[local_rank] if cuda else None)
+
+    def _to_device(self, batches):
+        return [(torch.from_numpy(x).to(self.device, non_blocking=True),
+                 torch.from_numpy(y).to(self.device, non_blocking=True)) for x, y in batches]
+
+    def step(self, micro_batches, lr):
+        return train_step(self.compute, self.optimizer, self._to_device(micro_batches), lr, self.grad_clip,
+                          self.autocast, self.scaler)
+
+    def evaluate(self, batches):
+        return estimate_loss(self.compute, self._to_device(batches), self.autocast)
+
+    def model_state(self):
+        return self.model.state_dict_numpy()
+
+    def state(self):
+        """(arrays, meta) to checkpoint besides the weights: AdamW's moments, RNG states."""
+        arrays = self.optimizer.state_arrays()
+        arrays["rng.torch_cpu"] = torch.get_rng_state().numpy()
+        if self.device.type == "cuda":
+            arrays["rng.torch_cuda"] = torch.cuda.get_rng_state(self.device).numpy()
+        meta = {"optimizer_steps": self.optimizer.steps}
+        if self.scaler:
+            meta["grad_scaler"] = self.scaler.state_dict()
+        return arrays, meta
+
+    def load_state(self, model_state, arrays, meta):
+        self.model.load_state_dict(model_state)
+        self.optimizer.load_state_arrays(arrays, meta["optimizer_steps"])
+        torch.set_rng_state(torch.from_numpy(np.array(arrays["rng.torch_cpu"])))
+        if self.device.type == "cuda" and "rng.torch_cuda" in arrays:
+            torch.cuda.set_rng_state(torch.from_numpy(np.array(arrays["rng.torch_cuda"])), self.device)
+        if self.scaler and "grad_scaler" in meta:
+            self.scaler.load_state_dict(meta["grad_scaler"])
+
+    def close(self):
+        """Leave the process group if this trainer joined it; restore the unpadded head."""
+        vars(self.model).pop("lm_head", None)
+        if self._joined:
+            dist.destroy_process_group()

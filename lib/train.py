@@ -1,0 +1,332 @@
+"""Pretraining, the same loop for both twins (no framework here; torch loads only for its twin).
+
+- `lr_at(step, ...)`: linear warmup, then cosine decay to a floor.
+- `train(model, train_data, val_data, ...)`: the loop. It draws batches, asks the model's twin
+  (`lib.numpy_twin.train.Trainer` or `lib.torch_twin.train.Trainer`) for each optimizer step,
+  validates every `eval_interval` steps, checkpoints (`lib.checkpoint`), resumes, stops on a
+  NaN or infinite loss, and returns the loss history (also written to `out/history.json`).
+- `python -m lib.train [options]`: the command line over `train` (`--help` lists the options).
+
+Batches: each step draws one global batch of batch_size x grad_accum x world_size windows;
+under torchrun each process takes its own contiguous share, split into grad_accum
+micro-batches. So the trajectory depends on the global batch only, not on how it is split.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import checkpoint
+
+HISTORY_FILE = "history.json"
+
+
+def uses_weight_decay(name: str, ndim: int) -> bool:
+    """AdamW decays the 2-D weight matrices and embeddings; biases and LayerNorm gains
+    (1-D) are left alone, since pulling them toward 0 only hurts."""
+    return ndim == 2 and name.endswith(".weight")
+
+
+def lr_at(step: int, lr: float, min_lr: float, warmup_iters: int, max_iters: int) -> float:
+    """Learning rate of step `step` (0-based): lr * (step + 1) / warmup_iters while warming up,
+    then min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2 with progress going from 0 at
+    the end of warmup to 1 at max_iters, and min_lr from there on."""
+    if step < warmup_iters:
+        return lr * (step + 1) / warmup_iters
+    if step >= max_iters:
+        return min_lr
+    progress = (step - warmup_iters) / max(1, max_iters - warmup_iters)
+    return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def twin_of(model) -> str:
+    """'numpy' or 'torch', from the model's class (torch is not imported to find out)."""
+    module = type(model).__module__
+    for twin in ("numpy", "torch"):
+        if module.startswith(f"lib.{twin}_twin"):
+            return twin
+    raise TypeError(f"model must be a lib.numpy_twin.GPT or a lib.torch_twin.GPT, got {type(model).__name__} "
+                    f"from {module}")
+
+
+def _trainer_class(twin):
+    if twin == "numpy":
+        from .numpy_twin.train import Trainer
+    else:
+        from .torch_twin.train import Trainer
+    return Trainer
+
+
+def _check_data(name, data, vocab_size, batch_size, block_size):
+    """A 1-D array of token ids below vocab_size holding at least one batch of B x T tokens."""
+    if np.ndim(data) != 1 or not np.issubdtype(np.asarray(data[:0]).dtype, np.integer):
+        raise ValueError(f"{name} must be a 1-D array of integer token ids, got shape {np.shape(data)}")
+    if batch_size * block_size + 1 > len(data):
+        raise ValueError(f"a batch of {batch_size} x {block_size} = {batch_size * block_size} tokens is larger "
+                         f"than {name} ({len(data)} tokens); lower batch_size or block_size, or use more text")
+    top = int(data.max())
+    if top >= vocab_size:
+        raise ValueError(f"{name} holds token id {top}, but the model's vocab_size is {vocab_size} "
+                         f"(was the data made with another tokenizer?)")
+
+
+def new_history(tokens_per_step):
+    return {"step": [], "train_loss": [], "lr": [], "grad_norm": [], "eval_step": [], "eval_train_loss": [],
+            "val_loss": [], "tokens_per_step": tokens_per_step, "train_seconds": 0.0, "seconds": 0.0}
+
+
+def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, block_size=None, grad_accum=1,
+          lr=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
+          eval_interval=250, eval_iters=20, seed=1337, out=None, resume=False, checkpoint_interval=None,
+          device=None, dtype=None, compile=False, progress=True, callback=None):
+    """Pretrain `model` (either twin) on next-token prediction and return its loss history.
+
+    train_data, val_data: 1-D token-id arrays (e.g. from `lib.data.load_corpus`). block_size
+    defaults to the model's context. batch_size is per micro-batch and per process.
+    Validation: at step 0, every `eval_interval` steps and at the end, the mean loss on the
+    same `eval_iters` batches of val_data (and of train_data, as `eval_train_loss`).
+    out: a folder for checkpoints (every `checkpoint_interval` steps, default eval_interval,
+    and at the end) and history.json; a fresh run there replaces earlier checkpoints, while
+    resume=True continues from the newest one exactly (weights, AdamW, RNGs, batch stream).
+    device, dtype, compile: the torch twin's (see `lib.torch_twin.train.Trainer`).
+    callback(step, history) runs after every step. A NaN or infinite loss or gradient raises
+    FloatingPointError naming the step, before the weights change.
+
+    history: per step "step" (1-based count of optimizer steps), "train_loss", "lr",
+    "grad_norm"; per evaluation "eval_step" (0 = before training), "eval_train_loss",
+    "val_loss"; and "tokens_per_step", "train_seconds" (in steps), "seconds" (wall clock).
+    """
+    twin = twin_of(model)
+    block_size = model.config.n_ctx if block_size is None else block_size
+    checkpoint_interval = checkpoint_interval or eval_interval
+    world_size = int(os.environ.get("WORLD_SIZE", 1)) if twin == "torch" else 1
+    step_batch = batch_size * grad_accum * world_size        # windows per optimizer step, all processes
+    _check_args(model, train_data, val_data, max_iters=max_iters, batch_size=batch_size, block_size=block_size,
+                grad_accum=grad_accum, warmup_iters=warmup_iters, eval_interval=eval_interval,
+                eval_iters=eval_iters, checkpoint_interval=checkpoint_interval, lr=lr, min_lr=min_lr,
+                step_batch=step_batch, out=out, resume=resume)
+    from tqdm.auto import tqdm
+
+    from .data import BatchSampler, get_batch
+
+    trainer = _trainer_class(twin)(model, lr, betas, weight_decay, grad_clip, device, dtype, compile)
+    main = trainer.rank == 0
+    sampler = BatchSampler(train_data, step_batch, block_size, seed)
+    history, start = new_history(step_batch * block_size), 0
+    last_saved = None
+    if resume:
+        _, state, arrays, meta = checkpoint.load_checkpoint(out)
+        trainer.load_state(state, arrays, meta)
+        sampler.load_state_dict(meta["sampler"])
+        history, start, last_saved = meta["history"], meta["step"], checkpoint.latest_checkpoint(out)
+    elif out is not None and main:
+        checkpoint.clear_checkpoints(out)
+    eval_rng = np.random.default_rng(seed + 1)               # the same evaluation batches every time
+    evals = {name: [get_batch(data, batch_size, block_size, eval_rng) for _ in range(eval_iters)]
+             for name, data in (("train", train_data), ("val", val_data)) if data is not None}
+    mine = slice(trainer.rank * batch_size * grad_accum, (trainer.rank + 1) * batch_size * grad_accum)
+    bar = tqdm(total=max_iters, initial=start, disable=not (progress and main), desc=f"training ({twin})",
+               unit="step", dynamic_ncols=True)
+    wall, seconds_before = time.perf_counter(), history["seconds"]
+    try:
+        for step in range(start, max_iters + 1):
+            if step == 0 or step > start and (step % eval_interval == 0 or step == max_iters):
+                _evaluate(trainer, evals, step, history, bar if progress and main else None)
+            if out is not None and main and step > start and (step % checkpoint_interval == 0 or step == max_iters):
+                arrays, meta = trainer.state()
+                meta.update(twin=twin, sampler=sampler.state_dict(), history=history)
+                last_saved = checkpoint.save_checkpoint(out, step, model.config, trainer.model_state(), arrays, meta)
+                write_history(out, history)
+            if step > start and callback is not None:
+                callback(step, history)
+            if step == max_iters:
+                break
+            tick = time.perf_counter()
+            x, y = sampler.next()                            # (step_batch, T) each
+            x, y = x[mine], y[mine]                          # this process's share: (B * grad_accum, T)
+            micro = [(x[i * batch_size:(i + 1) * batch_size], y[i * batch_size:(i + 1) * batch_size])
+                     for i in range(grad_accum)]             # grad_accum x (B, T)
+            lr_now = lr_at(step, lr, min_lr, warmup_iters, max_iters)
+            try:
+                loss, norm = trainer.step(micro, lr_now)
+            except FloatingPointError as e:
+                if out is not None and main:
+                    write_history(out, history)
+                kept = f"the last good checkpoint is {last_saved}" if last_saved else "no checkpoint was written"
+                raise FloatingPointError(f"training stopped at step {step + 1}: {e}; the weights are those "
+                                         f"after step {step}, and {kept}") from None
+            history["train_seconds"] += time.perf_counter() - tick
+            for key, value in (("step", step + 1), ("train_loss", loss), ("lr", lr_now), ("grad_norm", norm)):
+                history[key].append(value)
+            history["seconds"] = seconds_before + time.perf_counter() - wall
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr_now:.2e}", refresh=False)
+    finally:
+        bar.close()
+        trainer.close()
+    return history
+
+
+def _check_args(model, train_data, val_data, *, lr, min_lr, step_batch, out, resume, **ints):
+    """Every bad setting raises here, before the trainer touches the model."""
+    for name, value in ints.items():
+        minimum = 0 if name in ("max_iters", "warmup_iters") else 1
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    block_size = ints["block_size"]
+    if block_size > model.config.n_ctx:
+        raise ValueError(f"block_size={block_size} is longer than the model's context n_ctx={model.config.n_ctx}")
+    if not 0 <= min_lr <= lr:
+        raise ValueError(f"learning rates must satisfy 0 <= min_lr <= lr, got lr={lr!r}, min_lr={min_lr!r}")
+    _check_data("train_data", train_data, model.config.vocab_size, step_batch, block_size)
+    if val_data is not None:
+        _check_data("val_data", val_data, model.config.vocab_size, ints["batch_size"], block_size)
+    if resume and (out is None or checkpoint.latest_checkpoint(out) is None):
+        raise FileNotFoundError(f"resume=True needs out= naming a folder with a checkpoint; {out} holds none")
+
+
+def _evaluate(trainer, evals, step, history, bar):
+    """Mean loss on the fixed evaluation batches of each split, appended to the history."""
+    if "val" not in evals:
+        return
+    history["eval_step"].append(step)
+    history["eval_train_loss"].append(trainer.evaluate(evals["train"]))
+    history["val_loss"].append(trainer.evaluate(evals["val"]))
+    if bar is not None:
+        bar.write(f"step {step}: train loss {history['eval_train_loss'][-1]:.4f}, "
+                  f"val loss {history['val_loss'][-1]:.4f}")
+
+
+def write_history(out, history):
+    """history.json in `out`, replaced atomically (a reader never sees half a file)."""
+    tmp = Path(out) / f".{HISTORY_FILE}.tmp"
+    tmp.write_text(json.dumps(history))
+    os.replace(tmp, Path(out) / HISTORY_FILE)
+
+
+def read_history(path):
+    """A history written by `train` (history.json, or the folder holding it)."""
+    path = Path(path)
+    return json.loads((path / HISTORY_FILE if path.is_dir() else path).read_text())
+
+
+# ---- command line ------------------------------------------------------------------------------
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m lib.train", description=(
+        "Pretrain a GPT on next-token prediction. With no options: the small preset on the embedded "
+        "Shakespeare corpus, byte-level, then a sample. Under torchrun (torch twin) it trains with "
+        "DistributedDataParallel."))
+    p.add_argument("--twin", choices=("numpy", "torch"), help="default: torch when installed, else numpy")
+    p.add_argument("--data", default="shakespeare", help="'shakespeare' (embedded) or a UTF-8 text file")
+    p.add_argument("--tokenizer", choices=("byte", "gpt2"), default="byte")
+    p.add_argument("--preset", choices=("small", "gpt2", "gpt2_medium"), default="small")
+    p.add_argument("--n-layer", type=int)
+    p.add_argument("--n-head", type=int)
+    p.add_argument("--n-embd", type=int)
+    p.add_argument("--block-size", type=int, help="training context (default: the model's n_ctx)")
+    p.add_argument("--batch-size", type=int, default=12, help="windows per micro-batch per process")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--max-iters", type=int, default=2000)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--min-lr", type=float, default=1e-4)
+    p.add_argument("--warmup-iters", type=int, default=100)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="global-norm clipping (0: off)")
+    p.add_argument("--eval-interval", type=int, default=250)
+    p.add_argument("--eval-iters", type=int, default=20)
+    p.add_argument("--device", help="torch twin: cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
+                   help="torch twin on CUDA (default: bfloat16 from compute capability 8.0, float16 below)")
+    p.add_argument("--compile", action="store_true", help="torch twin: torch.compile the model")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--out", default="out/train", help="checkpoints and history.json (default: out/train)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--sample-tokens", type=int, default=200, help="length of the sample printed at the end (0: none)")
+    p.add_argument("--json", action="store_true", help="end with one JSON line: val_loss, train_loss, steps, "
+                                                       "seconds, tokens_per_s")
+    return p
+
+
+def _build(args):
+    """(model, tokenizer, train_data, val_data) for the parsed options; bad ones raise here."""
+    import importlib.util
+
+    from .config import GPTConfig
+    from .data import load_corpus
+    from .tokenizer import BPETokenizer, gpt2_tokenizer
+
+    twin = args.twin or ("torch" if importlib.util.find_spec("torch") else "numpy")
+    GPT = importlib.import_module(f"lib.{twin}_twin").GPT
+    tokenizer = BPETokenizer() if args.tokenizer == "byte" else gpt2_tokenizer()
+    train_data, val_data = load_corpus(args.data, args.tokenizer)
+    if args.resume:
+        if checkpoint.latest_checkpoint(args.out) is None:
+            raise FileNotFoundError(f"--resume: {args.out} holds no checkpoint")
+        config = checkpoint.load_checkpoint(args.out)[0]     # the model's shape comes from the checkpoint
+    else:
+        shape = {k: v for k, v in (("n_layer", args.n_layer), ("n_head", args.n_head), ("n_embd", args.n_embd))
+                 if v is not None}
+        config = GPTConfig.preset(args.preset, vocab_size=tokenizer.vocab_size, **shape)
+    return GPT(config, seed=args.seed), tokenizer, train_data, val_data
+
+
+def sample_text(model, tokenizer, n_tokens, seed=0, prompt="\n"):
+    """A continuation of `prompt` drawn token by token from the model's distribution."""
+    twin = twin_of(model)
+    rng = np.random.default_rng(seed)
+    ids = list(tokenizer.encode(prompt))
+    for _ in range(n_tokens):
+        context = np.array([ids[-model.config.n_ctx:]])      # (1, T)
+        if twin == "torch":
+            import torch
+            with torch.no_grad():
+                device = next(model.parameters()).device
+                logits = model.forward(torch.from_numpy(context).to(device))[0, -1].float().cpu().numpy()
+        else:
+            logits = model.forward(context)[0, -1]           # (V,)
+        p = np.exp(logits - logits.max())
+        ids.append(int(rng.choice(len(p), p=p / p.sum())))
+    return tokenizer.decode(ids)
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    main_process = int(os.environ.get("RANK", 0)) == 0
+    try:
+        model, tokenizer, train_data, val_data = _build(args)
+        history = train(model, train_data, val_data, max_iters=args.max_iters, batch_size=args.batch_size,
+                        block_size=args.block_size, grad_accum=args.grad_accum, lr=args.lr, min_lr=args.min_lr,
+                        warmup_iters=args.warmup_iters, weight_decay=args.weight_decay, grad_clip=args.grad_clip,
+                        eval_interval=args.eval_interval, eval_iters=args.eval_iters, seed=args.seed,
+                        out=args.out, resume=args.resume, device=args.device, dtype=args.dtype,
+                        compile=args.compile)
+    except (FileNotFoundError, ValueError) as e:
+        parser.error(str(e))
+    except FloatingPointError as e:
+        sys.exit(f"error: {e}")
+    if not main_process:
+        return
+    steps = history["step"][-1] if history["step"] else 0
+    summary = {"val_loss": history["val_loss"][-1] if history["val_loss"] else None,
+               "train_loss": history["eval_train_loss"][-1] if history["eval_train_loss"] else None,
+               "steps": steps, "seconds": round(history["seconds"], 3),
+               "tokens_per_s": round(len(history["step"]) * history["tokens_per_step"] / history["train_seconds"], 1)
+               if history["train_seconds"] else None}
+    print(f"trained {steps} steps in {summary['seconds']:.1f} s; val loss {summary['val_loss']}; "
+          f"checkpoints and history.json in {args.out}")
+    if args.sample_tokens:
+        print("sample:\n" + sample_text(model, tokenizer, args.sample_tokens, seed=args.seed))
+    if args.json:
+        print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
