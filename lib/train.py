@@ -91,7 +91,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     train_data, val_data: 1-D token-id arrays (e.g. from `lib.data.load_corpus`). block_size
     defaults to the model's context. batch_size is per micro-batch and per process.
     Validation: at step 0, every `eval_interval` steps and at the end, the mean loss on the
-    same `eval_iters` batches of val_data (and of train_data, as `eval_train_loss`).
+    same `eval_iters` global batches of val_data (and of train_data, as `eval_train_loss`).
     out: a folder for checkpoints (every `checkpoint_interval` steps, default eval_interval,
     and at the end) and history.json; a fresh run there replaces earlier checkpoints, while
     resume=True continues from the newest one exactly (weights, AdamW, RNGs, batch stream).
@@ -129,9 +129,10 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     elif out is not None and main:
         checkpoint.clear_checkpoints(out)
     eval_rng = np.random.default_rng(seed + 1)               # the same evaluation batches every time
-    evals = {name: [get_batch(data, batch_size, block_size, eval_rng) for _ in range(eval_iters)]
+    share = dict(rank=trainer.rank, batch_size=batch_size, grad_accum=grad_accum)
+    evals = {name: [mb for _ in range(eval_iters) for mb in my_micro_batches(*get_batch(data, step_batch, block_size,
+                                                                                       eval_rng), **share)]
              for name, data in (("train", train_data), ("val", val_data)) if data is not None}
-    mine = slice(trainer.rank * batch_size * grad_accum, (trainer.rank + 1) * batch_size * grad_accum)
     bar = tqdm(total=max_iters, initial=start, disable=not (progress and main), desc=f"training ({twin})",
                unit="step", dynamic_ncols=True)
     wall, seconds_before = time.perf_counter(), history["seconds"]
@@ -149,10 +150,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
             if step == max_iters:
                 break
             tick = time.perf_counter()
-            x, y = sampler.next()                            # (step_batch, T) each
-            x, y = x[mine], y[mine]                          # this process's share: (B * grad_accum, T)
-            micro = [(x[i * batch_size:(i + 1) * batch_size], y[i * batch_size:(i + 1) * batch_size])
-                     for i in range(grad_accum)]             # grad_accum x (B, T)
+            micro = my_micro_batches(*sampler.next(), **share)
             lr_now = lr_at(step, lr, min_lr, warmup_iters, max_iters)
             try:
                 loss, norm = trainer.step(micro, lr_now)
@@ -187,13 +185,22 @@ def _check_args(model, train_data, val_data, *, lr, min_lr, step_batch, out, res
         raise ValueError(f"learning rates must satisfy 0 <= min_lr <= lr, got lr={lr!r}, min_lr={min_lr!r}")
     _check_data("train_data", train_data, model.config.vocab_size, step_batch, block_size)
     if val_data is not None:
-        _check_data("val_data", val_data, model.config.vocab_size, ints["batch_size"], block_size)
+        _check_data("val_data", val_data, model.config.vocab_size, step_batch, block_size)
     if resume and (out is None or checkpoint.latest_checkpoint(out) is None):
         raise FileNotFoundError(f"resume=True needs out= naming a folder with a checkpoint; {out} holds none")
 
 
+def my_micro_batches(x, y, rank, batch_size, grad_accum):
+    """This process's contiguous share of a global batch (x, y: (step_batch, T)), cut into
+    grad_accum micro-batches: a list of grad_accum (x, y) pairs of shape (batch_size, T)."""
+    first = rank * batch_size * grad_accum
+    return [(x[i:i + batch_size], y[i:i + batch_size])
+            for i in range(first, first + batch_size * grad_accum, batch_size)]
+
+
 def _evaluate(trainer, evals, step, history, bar):
-    """Mean loss on the fixed evaluation batches of each split, appended to the history."""
+    """Mean loss on the fixed evaluation batches of each split (the same global batches
+    however they are split across processes), appended to the history."""
     if "val" not in evals:
         return
     history["eval_step"].append(step)

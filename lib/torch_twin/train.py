@@ -211,7 +211,13 @@ class Trainer:
                           self.autocast, self.scaler)
 
     def evaluate(self, batches):
-        return estimate_loss(self.compute, self._to_device(batches), self.autocast)
+        """Mean loss over this process's batches, averaged over all processes."""
+        loss = estimate_loss(self.compute, self._to_device(batches), self.autocast)
+        if self.world_size > 1:
+            total = torch.tensor(loss, dtype=torch.float64, device=self.device)
+            dist.all_reduce(total)
+            loss = total.item() / self.world_size
+        return loss
 
     def model_state(self):
         return self.model.state_dict_numpy()
