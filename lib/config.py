@@ -12,6 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 ACTIVATIONS = ("gelu", "gelu_exact", "relu")
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "rope")
+MLPS = ("mlp", "swiglu")
 
 
 @dataclass(frozen=True)
@@ -21,24 +24,61 @@ class GPTConfig:
     n_layer: int = 12
     n_head: int = 12
     n_embd: int = 768
-    activation: str = "gelu"    # "gelu" (GPT-2's tanh form), "gelu_exact" (erf), "relu"
-    layer_norm_eps: float = 1e-5
+    activation: str = "gelu"    # the plain MLP's: "gelu" (GPT-2's tanh form), "gelu_exact" (erf), "relu"
+    layer_norm_eps: float = 1e-5  # the norm's epsilon (LayerNorm or RMSNorm)
+    # ---- beyond GPT-2 (chapter 8); every default is GPT-2's ----------------------------
+    norm: str = "layernorm"     # "layernorm", or "rmsnorm" (no mean, no bias)
+    position: str = "learned"   # "learned" (wpe), or "rope" (q and k rotated; no wpe)
+    mlp: str = "mlp"            # "mlp" (C -> hidden, activation, -> C), or "swiglu" (SiLU-gated, always)
+    mlp_hidden: int | None = None  # feed-forward width; None: see `hidden_dim`
+    n_kv_head: int | None = None   # key/value heads; None: n_head (MHA), 1: MQA, in between: GQA
+    rope_base: float = 10000.0  # RoPE's frequencies are rope_base ** (-2i / head_dim)
+    bias: bool = True           # biases in the linear layers (attention and feed-forward)
 
     def __post_init__(self):
-        for name in ("vocab_size", "n_ctx", "n_layer", "n_head", "n_embd"):
+        for name in ("vocab_size", "n_ctx", "n_layer", "n_head", "n_embd", "mlp_hidden", "n_kv_head"):
             value = getattr(self, name)
+            if value is None and name in ("mlp_hidden", "n_kv_head"):
+                continue
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
         if self.n_embd % self.n_head:
             raise ValueError(f"GPTConfig.n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"GPTConfig.activation={self.activation!r}; expected one of {ACTIVATIONS}")
+        for name, allowed in (("activation", ACTIVATIONS), ("norm", NORMS), ("position", POSITIONS), ("mlp", MLPS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"GPTConfig.{name}={getattr(self, name)!r}; expected one of {allowed}")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"GPTConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if self.n_head % self.kv_heads:
+            raise ValueError(f"GPTConfig.n_head={self.n_head} is not divisible by n_kv_head={self.n_kv_head}: "
+                             f"each key/value head must serve the same number of query heads")
+        if self.position == "rope" and self.head_dim % 2:
+            raise ValueError(f"GPTConfig.position='rope' needs an even head size (RoPE rotates pairs of "
+                             f"dimensions), got n_embd / n_head = {self.n_embd} / {self.n_head} = {self.head_dim}")
+        if not self.rope_base > 1:
+            raise ValueError(f"GPTConfig.rope_base must be > 1, got {self.rope_base!r}")
+        if not isinstance(self.bias, bool):
+            raise ValueError(f"GPTConfig.bias must be True or False, got {self.bias!r}")
 
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_head, or n_head when that is None (plain multi-head attention)."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
+
+    @property
+    def hidden_dim(self) -> int:
+        """The feed-forward width: mlp_hidden if set, else 4 C for the plain MLP and, for SwiGLU,
+        8/3 C rounded up to a multiple of 64 (its three matrices then hold about as many weights
+        as the plain MLP's two)."""
+        if self.mlp_hidden is not None:
+            return self.mlp_hidden
+        if self.mlp == "mlp":
+            return 4 * self.n_embd
+        return -(-8 * self.n_embd // (3 * 64)) * 64
 
     # ---- presets ---------------------------------------------------------------------
     @classmethod
@@ -83,21 +123,26 @@ def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     """Every parameter's name and shape, in the order both twins create them.
 
     Linear weights are stored (out, in), as in torch.nn.Linear. The output head is tied to
-    `wte.weight`, so it has no entry of its own.
+    `wte.weight`, so it has no entry of its own. Beyond GPT-2: RoPE has no `wpe`, RMSNorm no
+    norm bias, `bias=False` no linear biases; with G = kv_heads the fused c_attn makes
+    C queries + 2 G D keys and values; SwiGLU has a gate `c_gate` beside `c_fc`.
     """
-    C, V = config.n_embd, config.vocab_size
-    shapes = {"wte.weight": (V, C), "wpe.weight": (config.n_ctx, C)}
+    C, V, F = config.n_embd, config.vocab_size, config.hidden_dim
+    QKV = (config.n_head + 2 * config.kv_heads) * config.head_dim   # 3 C for plain multi-head attention
+
+    def norm(name):
+        return {name + ".weight": (C,), **({name + ".bias": (C,)} if config.norm == "layernorm" else {})}
+
+    def linear(name, n_in, n_out):
+        return {name + ".weight": (n_out, n_in), **({name + ".bias": (n_out,)} if config.bias else {})}
+
+    shapes = {"wte.weight": (V, C), **({"wpe.weight": (config.n_ctx, C)} if config.position == "learned" else {})}
     for i in range(config.n_layer):
         p = f"h.{i}."
-        shapes.update({
-            p + "ln_1.weight": (C,), p + "ln_1.bias": (C,),
-            p + "attn.c_attn.weight": (3 * C, C), p + "attn.c_attn.bias": (3 * C,),
-            p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
-            p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
-            p + "mlp.c_fc.weight": (4 * C, C), p + "mlp.c_fc.bias": (4 * C,),
-            p + "mlp.c_proj.weight": (C, 4 * C), p + "mlp.c_proj.bias": (C,),
-        })
-    shapes.update({"ln_f.weight": (C,), "ln_f.bias": (C,)})
+        shapes.update({**norm(p + "ln_1"), **linear(p + "attn.c_attn", C, QKV), **linear(p + "attn.c_proj", C, C),
+                       **norm(p + "ln_2"), **(linear(p + "mlp.c_gate", C, F) if config.mlp == "swiglu" else {}),
+                       **linear(p + "mlp.c_fc", C, F), **linear(p + "mlp.c_proj", F, C)})
+    shapes.update(norm("ln_f"))
     return shapes
 
 
@@ -106,13 +151,15 @@ def param_counts(config: GPTConfig) -> dict[str, int]:
 
     For GPT-2 Small: wte 38,597,376 + wpe 786,432 + 12 x 7,087,872 + ln_f 1,536 = 124,439,808.
     """
-    C, L = config.n_embd, config.n_layer
-    ln = 2 * C                                   # weight and bias
-    attn = (C * 3 * C + 3 * C) + (C * C + C)     # fused qkv, output projection (with biases)
-    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # up, down (with biases)
+    C, L, F, b = config.n_embd, config.n_layer, config.hidden_dim, int(config.bias)
+    QKV = (config.n_head + 2 * config.kv_heads) * config.head_dim   # 3 C for plain multi-head attention
+    ln = 2 * C if config.norm == "layernorm" else C   # LayerNorm: gain and bias; RMSNorm: gain
+    attn = (C * QKV + b * QKV) + (C * C + b * C)      # fused qkv, output projection
+    ups = 2 if config.mlp == "swiglu" else 1          # SwiGLU's gate beside the up projection
+    mlp = ups * (C * F + b * F) + (F * C + b * C)     # up (and gate), down
     counts = {
         "wte": config.vocab_size * C,
-        "wpe": config.n_ctx * C,
+        "wpe": config.n_ctx * C if config.position == "learned" else 0,
         "per_block": ln + attn + ln + mlp,
         "blocks": L * (ln + attn + ln + mlp),
         "ln_f": ln,
@@ -129,7 +176,8 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8":
 def kv_cache_bytes(config: GPTConfig, seq_len: int, dtype="float32", batch: int = 1) -> int:
     """Bytes a KV cache needs: keys and values, every layer, every position.
 
-    Per token that is 2 x n_layer x n_embd values (18,432 for GPT-2 Small).
+    Per token that is 2 x n_layer x kv_heads x head_dim values: 2 x n_layer x n_embd with one
+    K/V head per query head (18,432 for GPT-2 Small), n_head / kv_heads times fewer with GQA.
     `dtype` is a name ("float32", "bfloat16", ...), a numpy dtype or a torch dtype.
     """
     if seq_len < 0 or batch < 1:
@@ -142,4 +190,5 @@ def kv_cache_bytes(config: GPTConfig, seq_len: int, dtype="float32", batch: int 
             pass
     if name not in _DTYPE_BYTES:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPE_BYTES)}")
-    return 2 * config.n_layer * config.n_embd * seq_len * batch * _DTYPE_BYTES[name]
+    per_token = 2 * config.n_layer * config.kv_heads * config.head_dim   # keys and values, every layer
+    return per_token * seq_len * batch * _DTYPE_BYTES[name]

@@ -153,8 +153,20 @@ def load_hf_gpt2(folder) -> tuple[GPTConfig, dict[str, np.ndarray]]:
     return config, state
 
 
+def _check_gpt2_architecture(config: GPTConfig) -> None:
+    """Hugging Face's GPT-2 has learned positions, LayerNorm, the plain MLP, biases and one K/V
+    head per query head; a config beyond GPT-2 (chapter 8) has no GPT-2 file to become."""
+    got = dict(norm=config.norm, position=config.position, mlp=config.mlp, hidden_dim=config.hidden_dim,
+               kv_heads=config.kv_heads, bias=config.bias)
+    gpt2 = dict(norm="layernorm", position="learned", mlp="mlp", hidden_dim=4 * config.n_embd,
+                kv_heads=config.n_head, bias=True)
+    if got != gpt2:
+        raise ValueError(f"a Hugging Face GPT-2 file needs GPT-2's architecture {gpt2}; this config has {got}")
+
+
 def to_hf_config(config: GPTConfig) -> dict:
     """The Hugging Face `config.json` dictionary of a GPTConfig (inverse of `hf_config`)."""
+    _check_gpt2_architecture(config)
     activation = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}[config.activation]
     eot = 50256 if config.vocab_size > 50256 else None      # GPT-2's <|endoftext|>, if the vocab has it
     return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": config.vocab_size,
@@ -168,6 +180,7 @@ def to_hf_config(config: GPTConfig) -> dict:
 def to_hf_state(config: GPTConfig, state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The course's names and shapes -> `save_pretrained`'s keys (`transformer.` prefix, Conv1D
     weights stored (in, out)); the tied head `lm_head.weight` is left out, as HF leaves it out."""
+    _check_gpt2_architecture(config)
     check_state(config, state)
     return {"transformer." + name: np.ascontiguousarray(value.T if name.endswith(_HF_CONV1D) else value)
             for name, value in state.items()}

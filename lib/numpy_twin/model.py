@@ -4,7 +4,8 @@ Each layer has `forward(x) -> (y, cache)` and `backward(dy, cache) -> dx`; backw
 gradients of the layer's parameters into `layer.grads` (same names as the parameters).
 Read it beside `lib/torch_twin/model.py`: same classes, same names, same order.
 
-Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab.
+Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
+G = kv_heads (key/value heads, H unless GQA/MQA), F = hidden_dim (feed-forward width).
 """
 from __future__ import annotations
 
@@ -67,6 +68,21 @@ ACTIVATIONS = {"gelu": (gelu, gelu_backward), "gelu_exact": (gelu_exact, gelu_ex
                "relu": (relu, relu_backward)}
 
 
+def sigmoid(x):
+    """1 / (1 + exp(-x)), written with tanh so that no exponent overflows."""
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def silu(x):
+    """SiLU (also called swish): x * sigmoid(x), SwiGLU's gate."""
+    return x * sigmoid(x)
+
+
+def silu_backward(dy, x):
+    s = sigmoid(x)
+    return dy * s * (1.0 + x * (1.0 - s))
+
+
 def softmax(x, axis=-1):
     """Numerically stable: subtracting the row max makes every exponent <= 0."""
     e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -78,6 +94,39 @@ def causal_mask(T, start, dtype):
     """(T, start + T) additive mask: query i sits at position start + i and may see keys
     0 .. start + i; later keys get -inf, which the softmax turns into weight 0."""
     return np.triu(np.full((T, start + T), -np.inf, dtype), k=start + 1)
+
+
+# ---- rotary position embeddings (RoPE) and shared key/value heads (GQA) -------------------------
+def rope_cos_sin(start, T, head_dim, base, dtype):
+    """cos and sin of the angles (start + t) * base ** (-2i / head_dim), each (T, head_dim / 2):
+    at position start + t, pair i turns by that angle. Computed in float64, then cast."""
+    inv_freq = base ** (-np.arange(0, head_dim, 2) / head_dim)           # (D/2,)
+    angles = np.arange(start, start + T)[:, None] * inv_freq[None, :]   # (T, D/2)
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate each pair (x_i, x_{i + D/2}) of every head's vector by its position's angle.
+    x: (B, heads, T, D); cos, sin: (T, D/2). Pairs are taken across the two halves, as GPT-NeoX
+    and transformers' LLaMA take them (the RoPE paper pairs neighbours; a permutation apart)."""
+    x1, x2 = np.split(x, 2, axis=-1)                         # (B, heads, T, D/2) each
+    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)  # (B, heads, T, D)
+
+
+def apply_rope_backward(dy, cos, sin):
+    """A rotation's transpose is the rotation by minus the angle."""
+    return apply_rope(dy, cos, -sin)
+
+
+def repeat_kv(x, n):
+    """(B, G, S, D) -> (B, G * n, S, D): each key/value head repeated for the n query heads it serves."""
+    return x if n == 1 else np.repeat(x, n, axis=1)
+
+
+def repeat_kv_backward(dx, n):
+    """(B, G * n, S, D) -> (B, G, S, D): a shared head's gradient is the sum over the heads it served."""
+    B, Gn, S, D = dx.shape
+    return dx if n == 1 else dx.reshape(B, Gn // n, n, S, D).sum(axis=2)
 
 
 # ---- layers ------------------------------------------------------------------------------------
@@ -132,22 +181,26 @@ class Module:
 
 
 class Linear(Module):
-    """y = x W^T + b with W stored (out, in), as torch.nn.Linear stores it."""
+    """y = x W^T + b with W stored (out, in), as torch.nn.Linear stores it (bias=False: no b)."""
     param_names = ("weight", "bias")
 
-    def __init__(self, n_in, n_out):
+    def __init__(self, n_in, n_out, bias=True):
         self.weight = np.zeros((n_out, n_in), np.float32)
-        self.bias = np.zeros(n_out, np.float32)
+        self.bias = np.zeros(n_out, np.float32) if bias else None
+        if not bias:
+            self.param_names = ("weight",)
 
     def forward(self, x):                                    # x: (..., in)
         y = x.reshape(-1, x.shape[-1]) @ self.weight.T       # (N, out): one matrix product
-        y += self.bias
+        if self.bias is not None:
+            y += self.bias
         return y.reshape(*x.shape[:-1], -1), x               # (..., out)
 
     def backward(self, dy, x):                               # dy: (..., out)
         dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
         self.grads["weight"] += dy2.T @ x2                   # (out, in)
-        self.grads["bias"] += dy2.sum(axis=0)                # (out,)
+        if self.bias is not None:
+            self.grads["bias"] += dy2.sum(axis=0)            # (out,)
         return (dy2 @ self.weight).reshape(*x.shape)          # (..., in)
 
 
@@ -191,24 +244,57 @@ class LayerNorm(Module):
                        - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
 
 
+class RMSNorm(Module):
+    """Divide each vector by its root mean square, then scale: LayerNorm without the mean and
+    without the bias (eps as LayerNorm's)."""
+    param_names = ("weight",)
+
+    def __init__(self, n_embd, eps=1e-5):
+        self.weight = np.ones(n_embd, np.float32)
+        self.eps = eps
+
+    def forward(self, x):                                    # x: (B, T, C)
+        rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)  # (B, T, 1)
+        xhat = x * rstd
+        return xhat * self.weight, (xhat, rstd)
+
+    def backward(self, dy, cache):
+        xhat, rstd = cache
+        self.grads["weight"] += (dy * xhat).reshape(-1, xhat.shape[-1]).sum(axis=0)
+        dxhat = dy * self.weight
+        # d/dx of x / rms(x): remove the part of dxhat along xhat (no mean was taken out)
+        return rstd * (dxhat - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+
+
+NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+
+
 class CausalSelfAttention(Module):
-    """Multi-head attention where each position sees only itself and earlier positions."""
+    """Multi-head attention where each position sees only itself and earlier positions.
+    With G = kv_heads < H (GQA; G = 1 is MQA) each key/value head serves H / G query heads;
+    with RoPE, q and k are turned by their positions' angles before the scores."""
 
     def __init__(self, config: GPTConfig):
-        self.n_head = config.n_head
-        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)   # fused q, k, v
-        self.c_proj = Linear(config.n_embd, config.n_embd)
+        self.n_head, self.n_kv_head = config.n_head, config.kv_heads
+        self.rope_base = config.rope_base if config.position == "rope" else None
+        n_qkv = (config.n_head + 2 * config.kv_heads) * config.head_dim
+        self.c_attn = Linear(config.n_embd, n_qkv, config.bias)   # fused q, k, v: (H + 2G) D outputs
+        self.c_proj = Linear(config.n_embd, config.n_embd, config.bias)
 
     def forward(self, x, kv_cache=None, layer=0):            # x: (B, T, C)
         B, T, C = x.shape
-        H, D = self.n_head, C // self.n_head
-        qkv, c_attn_cache = self.c_attn.forward(x)           # (B, T, 3C)
-        qkv = qkv.reshape(B, T, 3, H, D).transpose(2, 0, 3, 1, 4)  # (3, B, H, T, D)
-        q, k, v = qkv[0], qkv[1], qkv[2]                     # each (B, H, T, D)
-        start = 0
+        H, G, D = self.n_head, self.n_kv_head, C // self.n_head
+        qkv, c_attn_cache = self.c_attn.forward(x)           # (B, T, (H + 2G) D)
+        qkv = qkv.reshape(B, T, H + 2 * G, D).transpose(0, 2, 1, 3)  # (B, H + 2G, T, D)
+        q, k, v = qkv[:, :H], qkv[:, H:H + G], qkv[:, H + G:]  # (B, H, T, D), (B, G, T, D), (B, G, T, D)
+        start = 0 if kv_cache is None else kv_cache.length
+        rope = None
+        if self.rope_base is not None:                       # RoPE: turn q and k by their positions
+            rope = rope_cos_sin(start, T, D, self.rope_base, x.dtype)  # cos, sin: (T, D/2) each
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         if kv_cache is not None:                             # decode: append, attend to all so far
-            start = kv_cache.length
-            k, v = kv_cache.update(layer, k, v)              # (B, H, start + T, D)
+            k, v = kv_cache.update(layer, k, v)              # (B, G, start + T, D)
+        k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)    # (B, H, start + T, D)
         att = q @ k.transpose(0, 1, 3, 2)                    # (B, H, T, start + T)
         att *= 1.0 / math.sqrt(D)
         att += causal_mask(T, start, att.dtype)              # -inf where a key is in the future
@@ -216,11 +302,12 @@ class CausalSelfAttention(Module):
         y = att @ v                                          # (B, H, T, D)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
         out, c_proj_cache = self.c_proj.forward(y)           # (B, T, C)
-        return out, (c_attn_cache, q, k, v, att, c_proj_cache)
+        return out, (c_attn_cache, q, k, v, att, c_proj_cache, rope)
 
     def backward(self, dout, cache):                         # dout: (B, T, C)
-        c_attn_cache, q, k, v, att, c_proj_cache = cache
+        c_attn_cache, q, k, v, att, c_proj_cache, rope = cache
         B, H, T, D = q.shape
+        n = H // self.n_kv_head                              # query heads per key/value head
         dy = self.c_proj.backward(dout, c_proj_cache)        # (B, T, C)
         dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)    # (B, H, T, D)
         datt = dy @ v.transpose(0, 1, 3, 2)                  # (B, H, T, T)
@@ -230,37 +317,65 @@ class CausalSelfAttention(Module):
         ds *= 1.0 / math.sqrt(D)
         dq = ds @ k                                          # (B, H, T, D)
         dk = ds.transpose(0, 1, 3, 2) @ q                    # (B, H, T, D)
-        dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(B, T, 3 * H * D)  # (B, T, 3C)
+        dk, dv = repeat_kv_backward(dk, n), repeat_kv_backward(dv, n)  # (B, G, T, D) each
+        if rope is not None:
+            dq, dk = apply_rope_backward(dq, *rope), apply_rope_backward(dk, *rope)
+        dqkv = np.concatenate([dq, dk, dv], axis=1).transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, T, (H + 2G) D)
         return self.c_attn.backward(dqkv, c_attn_cache)      # (B, T, C)
 
 
 class MLP(Module):
-    """Position-wise feed-forward: C -> 4C, activation, 4C -> C."""
+    """Position-wise feed-forward: C -> F (4C in GPT-2), activation, F -> C."""
 
     def __init__(self, config: GPTConfig):
         self.act, self.act_backward = ACTIVATIONS[config.activation]
-        self.c_fc = Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = Linear(4 * config.n_embd, config.n_embd)
+        self.c_fc = Linear(config.n_embd, config.hidden_dim, config.bias)
+        self.c_proj = Linear(config.hidden_dim, config.n_embd, config.bias)
 
     def forward(self, x):                                    # x: (B, T, C)
-        h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, 4C)
+        h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
         out, c_proj_cache = self.c_proj.forward(self.act(h)) # (B, T, C)
         return out, (c_fc_cache, h, c_proj_cache)
 
     def backward(self, dout, cache):
         c_fc_cache, h, c_proj_cache = cache
-        da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, 4C)
+        da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
         return self.c_fc.backward(self.act_backward(da, h), c_fc_cache)  # (B, T, C)
+
+
+class SwiGLU(Module):
+    """Gated feed-forward: SiLU(x W1) * (x W3), then W2. Here W1 is c_gate, W3 c_fc, W2 c_proj;
+    F is about 8/3 C, so its three matrices weigh about what the plain MLP's two do."""
+
+    def __init__(self, config: GPTConfig):
+        self.c_gate = Linear(config.n_embd, config.hidden_dim, config.bias)
+        self.c_fc = Linear(config.n_embd, config.hidden_dim, config.bias)
+        self.c_proj = Linear(config.hidden_dim, config.n_embd, config.bias)
+
+    def forward(self, x):                                    # x: (B, T, C)
+        g, c_gate_cache = self.c_gate.forward(x)             # (B, T, F)
+        u, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
+        out, c_proj_cache = self.c_proj.forward(silu(g) * u) # (B, T, C)
+        return out, (c_gate_cache, g, c_fc_cache, u, c_proj_cache)
+
+    def backward(self, dout, cache):
+        c_gate_cache, g, c_fc_cache, u, c_proj_cache = cache
+        da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
+        dx = self.c_gate.backward(silu_backward(da * u, g), c_gate_cache)  # (B, T, C)
+        return dx + self.c_fc.backward(da * silu(g), c_fc_cache)
+
+
+MLPS = {"mlp": MLP, "swiglu": SwiGLU}
 
 
 class Block(Module):
     """Pre-norm residual block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
 
     def __init__(self, config: GPTConfig):
-        self.ln_1 = LayerNorm(config.n_embd, config.layer_norm_eps)
+        self.ln_1 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, config.layer_norm_eps)
-        self.mlp = MLP(config)
+        self.ln_2 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
+        self.mlp = MLPS[config.mlp](config)
 
     def forward(self, x, kv_cache=None, layer=0):            # x: (B, T, C)
         a, ln_1_cache = self.ln_1.forward(x)
@@ -278,30 +393,31 @@ class Block(Module):
 
 class KVCache:
     """Keys and values of every layer, pre-allocated for the whole context:
-    k[layer], v[layer] have shape (B, H, n_ctx, D); `length` positions are filled."""
+    k[layer], v[layer] have shape (B, G, n_ctx, D), G = kv_heads; `length` positions are filled."""
 
     def __init__(self, config: GPTConfig, batch: int, dtype=np.float32):
-        shape = (batch, config.n_head, config.n_ctx, config.head_dim)
+        shape = (batch, config.kv_heads, config.n_ctx, config.head_dim)
         self.k = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
         self.v = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
         self.length = 0
 
-    def update(self, layer, k, v):                           # k, v: (B, H, T, D) new positions
+    def update(self, layer, k, v):                           # k, v: (B, G, T, D) new positions
         end = self.length + k.shape[2]
         self.k[layer][:, :, self.length:end] = k
         self.v[layer][:, :, self.length:end] = v
-        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, H, end, D)
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, G, end, D)
 
 
 class GPT(Module):
-    """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte."""
+    """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte.
+    (With RoPE there is no wpe; the config chooses the norm and the feed-forward.)"""
 
     def __init__(self, config: GPTConfig, seed: int = 0, dtype=np.float32):
         self.config = config
         self.wte = Embedding(config.vocab_size, config.n_embd)
-        self.wpe = Embedding(config.n_ctx, config.n_embd)
+        self.wpe = Embedding(config.n_ctx, config.n_embd) if config.position == "learned" else None
         self.h = [Block(config) for _ in range(config.n_layer)]
-        self.ln_f = LayerNorm(config.n_embd, config.layer_norm_eps)
+        self.ln_f = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
         self.astype(dtype)
         self.load_state_dict(init_state(config, seed, dtype))
         self._cache = None
@@ -313,9 +429,11 @@ class GPT(Module):
         idx = self._check_idx(idx, kv_cache)
         B, T = idx.shape
         start = 0 if kv_cache is None else kv_cache.length
-        tok, tok_cache = self.wte.forward(idx)               # (B, T, C)
-        pos, pos_cache = self.wpe.forward(np.arange(start, start + T)[None])  # (1, T, C)
-        x = tok + pos                                        # (B, T, C)
+        x, tok_cache = self.wte.forward(idx)                 # (B, T, C)
+        pos_cache = None
+        if self.wpe is not None:                             # learned positions (RoPE turns q, k instead)
+            pos, pos_cache = self.wpe.forward(np.arange(start, start + T)[None])  # (1, T, C)
+            x = x + pos                                      # (B, T, C)
         block_caches = []
         for layer, block in enumerate(self.h):
             x, cache = block.forward(x, kv_cache, layer)
@@ -347,7 +465,8 @@ class GPT(Module):
         for block, cache in zip(reversed(self.h), reversed(block_caches)):
             dx = block.backward(dx, cache)
         self.wte.backward(dx, tok_cache)
-        self.wpe.backward(dx.sum(axis=0, keepdims=True), pos_cache)
+        if self.wpe is not None:
+            self.wpe.backward(dx.sum(axis=0, keepdims=True), pos_cache)
 
     @property
     def grads(self) -> dict[str, np.ndarray]:

@@ -1,7 +1,8 @@
 """GPT-2 in torch: the fast, GPU-ready twin. Autograd does the backward passes.
 
 Read it beside `lib/numpy_twin/model.py`: same classes, same names, same order.
-Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab.
+Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
+G = kv_heads (key/value heads, H unless GQA/MQA), F = hidden_dim (feed-forward width).
 """
 from __future__ import annotations
 
@@ -33,33 +34,70 @@ def relu(x):
 ACTIVATIONS = {"gelu": gelu, "gelu_exact": gelu_exact, "relu": relu}
 
 
+def silu(x):
+    """SiLU (also called swish): x * sigmoid(x), SwiGLU's gate."""
+    return F.silu(x)
+
+
 def softmax(x, axis=-1):
     return torch.softmax(x, dim=axis)
+
+
+# ---- rotary position embeddings (RoPE) and shared key/value heads (GQA) -------------------------
+def rope_cos_sin(start, T, head_dim, base, dtype, device="cpu"):
+    """cos and sin of the angles (start + t) * base ** (-2i / head_dim), each (T, head_dim / 2):
+    at position start + t, pair i turns by that angle. Computed in float64, then cast."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # (D/2,)
+    angles = torch.arange(start, start + T, dtype=torch.float64, device=device)[:, None] * inv_freq  # (T, D/2)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x, cos, sin):
+    """Rotate each pair (x_i, x_{i + D/2}) of every head's vector by its position's angle.
+    x: (B, heads, T, D); cos, sin: (T, D/2). Pairs are taken across the two halves, as GPT-NeoX
+    and transformers' LLaMA take them (the RoPE paper pairs neighbours; a permutation apart)."""
+    x1, x2 = x.chunk(2, dim=-1)                               # (B, heads, T, D/2) each
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (B, heads, T, D)
+
+
+def repeat_kv(x, n):
+    """(B, G, S, D) -> (B, G * n, S, D): each key/value head repeated for the n query heads it serves."""
+    return x if n == 1 else x.repeat_interleave(n, dim=1)
 
 
 # ---- layers ----------------------------------------------------------------------------------------
 Linear = nn.Linear          # y = x W^T + b, W stored (out, in), as in the numpy twin
 Embedding = nn.Embedding    # row i is the vector of token (or position) i
 LayerNorm = nn.LayerNorm    # normalise to mean 0, variance 1, then scale and shift
+RMSNorm = nn.RMSNorm        # divide by the root mean square, then scale: no mean, no bias
+NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head attention where each position sees only itself and earlier positions."""
+    """Multi-head attention where each position sees only itself and earlier positions.
+    With G = kv_heads < H (GQA; G = 1 is MQA) each key/value head serves H / G query heads;
+    with RoPE, q and k are turned by their positions' angles before the scores."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.n_head = config.n_head
-        self.c_attn = Linear(config.n_embd, 3 * config.n_embd)   # fused q, k, v
-        self.c_proj = Linear(config.n_embd, config.n_embd)
+        self.n_head, self.n_kv_head = config.n_head, config.kv_heads
+        self.rope_base = config.rope_base if config.position == "rope" else None
+        n_qkv = (config.n_head + 2 * config.kv_heads) * config.head_dim
+        self.c_attn = Linear(config.n_embd, n_qkv, bias=config.bias)   # fused q, k, v: (H + 2G) D outputs
+        self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)
 
     def forward(self, x, kv_cache=None, layer=0, return_attention=False):  # x: (B, T, C)
         B, T, C = x.shape
-        H, D = self.n_head, C // self.n_head
-        q, k, v = self.c_attn(x).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # each (B, H, T, D)
-        start = 0
+        H, G, D = self.n_head, self.n_kv_head, C // self.n_head
+        qkv = self.c_attn(x).view(B, T, H + 2 * G, D).transpose(1, 2)  # (B, H + 2G, T, D)
+        q, k, v = qkv.split([H, G, G], dim=1)                 # (B, H, T, D), (B, G, T, D), (B, G, T, D)
+        start = 0 if kv_cache is None else kv_cache.length
+        if self.rope_base is not None:                        # RoPE: turn q and k by their positions
+            cos, sin = rope_cos_sin(start, T, D, self.rope_base, q.dtype, q.device)  # (T, D/2) each
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if kv_cache is not None:                              # decode: append, attend to all so far
-            start = kv_cache.length
-            k, v = kv_cache.update(layer, k, v)               # (B, H, start + T, D)
+            k, v = kv_cache.update(layer, k, v)               # (B, G, start + T, D)
+        k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)     # (B, H, start + T, D)
         att = None
         if return_attention:                                  # explicit path, for the viewer
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # (B, H, T, start + T)
@@ -76,16 +114,33 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward: C -> 4C, activation, 4C -> C."""
+    """Position-wise feed-forward: C -> F (4C in GPT-2), activation, F -> C."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.act = ACTIVATIONS[config.activation]
-        self.c_fc = Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = Linear(4 * config.n_embd, config.n_embd)
+        self.c_fc = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
+        self.c_proj = Linear(config.hidden_dim, config.n_embd, bias=config.bias)
 
     def forward(self, x):                                     # (B, T, C) -> (B, T, C)
-        return self.c_proj(self.act(self.c_fc(x)))
+        return self.c_proj(self.act(self.c_fc(x)))            # via (B, T, F)
+
+
+class SwiGLU(nn.Module):
+    """Gated feed-forward: SiLU(x W1) * (x W3), then W2. Here W1 is c_gate, W3 c_fc, W2 c_proj;
+    F is about 8/3 C, so its three matrices weigh about what the plain MLP's two do."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_gate = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
+        self.c_fc = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
+        self.c_proj = Linear(config.hidden_dim, config.n_embd, bias=config.bias)
+
+    def forward(self, x):                                     # (B, T, C) -> (B, T, C)
+        return self.c_proj(silu(self.c_gate(x)) * self.c_fc(x))  # via (B, T, F)
+
+
+MLPS = {"mlp": MLP, "swiglu": SwiGLU}
 
 
 class Block(nn.Module):
@@ -93,10 +148,10 @@ class Block(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.ln_1 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, eps=config.layer_norm_eps)
-        self.mlp = MLP(config)
+        self.ln_2 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
+        self.mlp = MLPS[config.mlp](config)
 
     def forward(self, x, kv_cache=None, layer=0, return_attention=False):  # x: (B, T, C)
         a, att = self.attn(self.ln_1(x), kv_cache, layer, return_attention)
@@ -106,31 +161,32 @@ class Block(nn.Module):
 
 class KVCache:
     """Keys and values of every layer, pre-allocated for the whole context:
-    k[layer], v[layer] have shape (B, H, n_ctx, D); `length` positions are filled."""
+    k[layer], v[layer] have shape (B, G, n_ctx, D), G = kv_heads; `length` positions are filled."""
 
     def __init__(self, config: GPTConfig, batch: int, dtype=torch.float32, device="cpu"):
-        shape = (batch, config.n_head, config.n_ctx, config.head_dim)
+        shape = (batch, config.kv_heads, config.n_ctx, config.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.n_layer)]
         self.length = 0
 
-    def update(self, layer, k, v):                            # k, v: (B, H, T, D) new positions
+    def update(self, layer, k, v):                            # k, v: (B, G, T, D) new positions
         end = self.length + k.shape[2]
         self.k[layer][:, :, self.length:end] = k
         self.v[layer][:, :, self.length:end] = v
-        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, H, end, D)
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, G, end, D)
 
 
 class GPT(nn.Module):
-    """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte."""
+    """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte.
+    (With RoPE there is no wpe; the config chooses the norm and the feed-forward.)"""
 
     def __init__(self, config: GPTConfig, seed: int = 0):
         super().__init__()
         self.config = config
         self.wte = Embedding(config.vocab_size, config.n_embd)
-        self.wpe = Embedding(config.n_ctx, config.n_embd)
+        self.wpe = Embedding(config.n_ctx, config.n_embd) if config.position == "learned" else None
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.ln_f = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.load_state_dict(init_state(config, seed))        # same seed, same weights as numpy
 
     def forward(self, idx, return_attention=False, return_hidden=False, kv_cache=None):
@@ -139,8 +195,9 @@ class GPT(nn.Module):
         start = 0 if kv_cache is None else kv_cache.length
         self._check_idx(idx, start)
         B, T = idx.shape
-        pos = torch.arange(start, start + T, device=idx.device)  # (T,)
-        x = self.wte(idx) + self.wpe(pos)                     # (B, T, C)
+        x = self.wte(idx)                                     # (B, T, C)
+        if self.wpe is not None:                              # learned positions (RoPE turns q, k instead)
+            x = x + self.wpe(torch.arange(start, start + T, device=idx.device))  # (B, T, C) + (T, C)
         attentions = []
         for layer, block in enumerate(self.h):
             x, att = block(x, kv_cache, layer, return_attention)
