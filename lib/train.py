@@ -284,23 +284,15 @@ def _build(args):
     return GPT(config, seed=args.seed), tokenizer, train_data, val_data
 
 
-def sample_text(model, tokenizer, n_tokens, seed=0, prompt="\n"):
-    """A continuation of `prompt` drawn token by token from the model's distribution."""
-    twin = twin_of(model)
-    rng = np.random.default_rng(seed)
-    ids = list(tokenizer.encode(prompt))
-    for _ in range(n_tokens):
-        context = np.array([ids[-model.config.n_ctx:]])      # (1, T)
-        if twin == "torch":
-            import torch
-            with torch.no_grad():
-                device = next(model.parameters()).device
-                logits = model.forward(torch.from_numpy(context).to(device))[0, -1].float().cpu().numpy()
-        else:
-            logits = model.forward(context)[0, -1]           # (V,)
-        p = np.exp(logits - logits.max())
-        ids.append(int(rng.choice(len(p), p=p / p.sum())))
-    return tokenizer.decode(ids)
+def _sample(model, tokenizer, n_tokens, seed, prompt="\n"):
+    """A continuation of `prompt`, drawn with the twin's `generate` (temperature 1)."""
+    ids = [tokenizer.encode(prompt)]                         # (1, T)
+    if twin_of(model) == "torch":
+        import torch
+        idx = torch.tensor(ids, device=next(model.parameters()).device)
+    else:
+        idx = np.array(ids)
+    return tokenizer.decode(model.generate(idx, n_tokens, seed=seed)[0].tolist())
 
 
 def main(argv=None):
@@ -330,7 +322,7 @@ def main(argv=None):
     print(f"trained {steps} steps in {summary['seconds']:.1f} s; val loss {summary['val_loss']}; "
           f"checkpoints and history.json in {args.out}")
     if args.sample_tokens:
-        print("sample:\n" + sample_text(model, tokenizer, args.sample_tokens, seed=args.seed))
+        print("sample:\n" + _sample(model, tokenizer, args.sample_tokens, args.seed))
     if args.json:
         print(json.dumps(summary))
 

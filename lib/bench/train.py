@@ -1,0 +1,190 @@
+"""`python -m lib.bench train`: what pretraining reaches and costs, in both twins.
+
+- quality: the small preset (4 layers, 4 heads, 128 wide, context 64, batch 12, no dropout)
+  trained with `lib.pretrained.RECIPE` (2,000 steps) on the embedded Shakespeare corpus, byte
+  level; validation loss at the end over `--eval-iters` batches (target <= 1.85 per twin).
+- timing: training steps of that configuration (batch sampling, forward, backward, clipping,
+  AdamW), the two twins interleaved step by step so that machine noise hits both alike;
+  medians, and numpy / torch (target <= 1.5; torch target <= ~34 ms, nanoGPT's train.py on a
+  2-core CPU).
+- memory: peak resident memory of one GPT-2 124M training step (batch 1 x 256, AdamW: model,
+  gradients, moments and activations) above the process's memory after its imports, in a
+  fresh process per twin (target <= 2.5 GiB).
+- gpu: with CUDA, 124M at context 1,024 (bf16 from compute capability 8.0): tokens/s and
+  MFU = tokens/s x (6N + 12 x n_layer x n_embd x T) / 989e12 (dense bf16 peak of H100/H200).
+  Without CUDA: reported as not measured.
+Last line: one JSON object with every figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from ..config import GPTConfig
+from ..pretrained import RECIPE
+
+GIB = 2 ** 30
+TARGETS = {"val_loss": 1.85, "ratio": 1.5, "torch_ms": 34.0, "memory_gib": 2.5, "mfu": 0.45}
+H100_BF16_PEAK = 989e12
+
+
+def twin_module(twin):
+    import importlib
+    return importlib.import_module(f"lib.{twin}_twin")
+
+
+# ---- quality ------------------------------------------------------------------------------------
+def quality(twin, iters, eval_iters):
+    from ..data import load_corpus
+    from ..train import train
+
+    train_ids, val_ids = load_corpus("shakespeare", "byte")
+    model = twin_module(twin).GPT(GPTConfig.small(), seed=RECIPE["seed"])
+    recipe = {**RECIPE, "max_iters": iters, "eval_interval": iters, "eval_iters": eval_iters}
+    history = train(model, train_ids, val_ids, device="cpu" if twin == "torch" else None, **recipe)
+    return {"val_loss": history["val_loss"][-1], "train_loss": history["eval_train_loss"][-1], "iters": iters,
+            "ms_per_iter": 1e3 * history["train_seconds"] / iters, "seconds": history["seconds"]}
+
+
+# ---- timing -------------------------------------------------------------------------------------
+def timing(reps):
+    import torch
+
+    from ..data import get_batch
+    from ..numpy_twin.train import Trainer as NumpyTrainer
+    from ..torch_twin.train import Trainer as TorchTrainer
+
+    cfg = GPTConfig.small()
+    data = np.random.default_rng(0).integers(0, cfg.vocab_size, 100_000)
+    settings = (RECIPE["lr"], RECIPE["betas"], RECIPE["weight_decay"], RECIPE["grad_clip"])
+    trainers = {"numpy": NumpyTrainer(twin_module("numpy").GPT(cfg), *settings),
+                "torch": TorchTrainer(twin_module("torch").GPT(cfg), *settings, device="cpu")}
+    rng = np.random.default_rng(1)
+    times = {twin: [] for twin in trainers}
+    for rep in range(reps + 3):                              # 3 warm-up steps each
+        for twin, trainer in trainers.items():
+            t0 = time.perf_counter()
+            trainer.step([get_batch(data, RECIPE["batch_size"], cfg.n_ctx, rng)], RECIPE["lr"])
+            if rep >= 3:
+                times[twin].append(time.perf_counter() - t0)
+    n, t = statistics.median(times["numpy"]), statistics.median(times["torch"])
+    return {"numpy_ms": 1e3 * n, "torch_ms": 1e3 * t, "ratio": n / t, "reps": reps,
+            "torch_threads": torch.get_num_threads()}
+
+
+# ---- memory -------------------------------------------------------------------------------------
+def _status(field):
+    """A field of /proc/self/status in bytes (VmRSS: resident now, VmHWM: peak resident)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def memory_child(twin):
+    """Run in a fresh process: one 124M training step; prints a JSON line with the peak above
+    the memory after imports. The peak counter is reset after the imports (Linux clear_refs)."""
+    mod = twin_module(twin)
+    if twin == "torch":
+        import torch
+        to_input = torch.from_numpy
+    else:
+        to_input = np.asarray
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")                                         # VmHWM := VmRSS
+    baseline = _status("VmRSS")
+    cfg = GPTConfig.gpt2()
+    model = mod.GPT(cfg, seed=0)
+    optimizer = mod.AdamW(model.named_parameters(), 6e-4, (0.9, 0.95), weight_decay=0.1)
+    rng = np.random.default_rng(0)
+    x, y = (to_input(rng.integers(0, cfg.vocab_size, (1, 256))) for _ in range(2))
+    loss, _ = mod.train_step(model, optimizer, [(x, y)], 6e-4, 1.0)
+    peak = _status("VmHWM")
+    print(json.dumps({"twin": twin, "baseline_bytes": baseline, "peak_bytes": peak, "loss": loss}))
+
+
+def memory(twin):
+    proc = subprocess.run([sys.executable, "-c", f"from lib.bench.train import memory_child; memory_child({twin!r})"],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"memory measurement of the {twin} twin failed:\n{proc.stderr[-2000:]}")
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"above_imports_gib": (r["peak_bytes"] - r["baseline_bytes"]) / GIB, "after_imports_gib": r["baseline_bytes"] / GIB,
+            "loss": r["loss"]}
+
+
+# ---- GPU ----------------------------------------------------------------------------------------
+def gpu(steps, batch, compile):
+    """124M, context 1,024, on CUDA with the torch twin's GPU path (autocast, fused AdamW)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"measured": False, "note": "not measured: no CUDA device"}
+    from ..torch_twin.train import Trainer
+
+    cfg, T = GPTConfig.gpt2(), 1024
+    model = twin_module("torch").GPT(cfg)
+    trainer = Trainer(model, 6e-4, (0.9, 0.95), 0.1, 1.0, device="cuda", compile=compile)
+    rng = np.random.default_rng(0)
+    batches = [[(rng.integers(0, cfg.vocab_size, (batch, T)),) * 2] for _ in range(steps + 5)]  # x as y: speed only
+    for b in batches[:5]:                                    # warm-up (and compilation)
+        trainer.step(b, 6e-4)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for b in batches[5:]:
+        trainer.step(b, 6e-4)                                # .item() inside: waits for the GPU
+    seconds = time.perf_counter() - t0
+    trainer.close()
+    tokens_per_s = steps * batch * T / seconds
+    flops_per_token = 6 * model.num_params() + 12 * cfg.n_layer * cfg.n_embd * T
+    return {"measured": True, "device": torch.cuda.get_device_name(), "tokens_per_s": tokens_per_s,
+            "mfu": tokens_per_s * flops_per_token / H100_BF16_PEAK, "batch": batch, "compile": compile}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m lib.bench train", description=__doc__.split("\n")[0])
+    p.add_argument("--parts", nargs="+", choices=("quality", "timing", "memory", "gpu"),
+                   default=["quality", "timing", "memory", "gpu"])
+    p.add_argument("--twins", nargs="+", choices=("numpy", "torch"), default=["numpy", "torch"])
+    p.add_argument("--iters", type=int, default=RECIPE["max_iters"], help="quality: training steps")
+    p.add_argument("--eval-iters", type=int, default=200, help="quality: batches of 12 x 64 for the final losses")
+    p.add_argument("--reps", type=int, default=30, help="timing: timed steps per twin (median reported)")
+    p.add_argument("--gpu-steps", type=int, default=20)
+    p.add_argument("--gpu-batch", type=int, default=16)
+    p.add_argument("--compile", action="store_true", help="gpu: torch.compile the model")
+    args = p.parse_args(argv)
+    results = {}
+    if "quality" in args.parts:
+        results["quality"] = {}
+        for twin in args.twins:
+            r = results["quality"][twin] = quality(twin, args.iters, args.eval_iters)
+            print(f"quality {twin:<6} {r['iters']} steps: val loss {r['val_loss']:.4f} (target <= "
+                  f"{TARGETS['val_loss']}), train loss {r['train_loss']:.4f}, {r['ms_per_iter']:.1f} ms/step, "
+                  f"{r['seconds']:.0f} s in all")
+    if "timing" in args.parts:
+        r = results["timing"] = timing(args.reps)
+        print(f"timing small 12 x 64 ({r['reps']} steps each, interleaved, torch {r['torch_threads']} threads): "
+              f"numpy {r['numpy_ms']:.1f} ms, torch {r['torch_ms']:.1f} ms (target <= {TARGETS['torch_ms']}), "
+              f"numpy/torch {r['ratio']:.2f} (target <= {TARGETS['ratio']})")
+    if "memory" in args.parts:
+        results["memory"] = {}
+        for twin in args.twins:
+            r = results["memory"][twin] = memory(twin)
+            print(f"memory {twin:<6} one 124M step, batch 1 x 256: {r['above_imports_gib']:.2f} GiB above the "
+                  f"{r['after_imports_gib']:.2f} GiB after imports (target <= {TARGETS['memory_gib']})")
+    if "gpu" in args.parts:
+        r = results["gpu"] = gpu(args.gpu_steps, args.gpu_batch, args.compile)
+        print(f"gpu 124M x 1024: {r['tokens_per_s']:.0f} tokens/s, MFU {100 * r['mfu']:.1f}% (target >= 45%)"
+              if r["measured"] else f"gpu: {r['note']}")
+    print(json.dumps({"benchmark": "train", "targets": TARGETS, **results}))
+
+
+if __name__ == "__main__":
+    main()
