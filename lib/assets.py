@@ -44,16 +44,22 @@ def sha256_file(path) -> str:
     return digest.hexdigest()
 
 
-def _store_verified(data: bytes, what: str) -> Path:
-    """Check `data` against the known hash and write it atomically into the cache."""
-    got = hashlib.sha256(data).hexdigest()
-    if got != GPT2_VOCAB_SHA256:
-        raise AssetError(f"{what} has sha256 {got}, expected {GPT2_VOCAB_SHA256}; not stored")
-    path = cache_dir() / GPT2_VOCAB_FILE
-    tmp = path.with_suffix(".tmp")
+def write_atomic(path, data: bytes) -> Path:
+    """Write a file so that readers see either nothing or all of it (write aside, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(path)
     return path
+
+
+def _store_verified(data: bytes, what: str) -> Path:
+    """Check `data` against the known hash and write it into the cache."""
+    got = hashlib.sha256(data).hexdigest()
+    if got != GPT2_VOCAB_SHA256:
+        raise AssetError(f"{what} has sha256 {got}, expected {GPT2_VOCAB_SHA256}; not stored")
+    return write_atomic(cache_dir() / GPT2_VOCAB_FILE, data)
 
 
 def _download_from_openai() -> Path:

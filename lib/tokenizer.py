@@ -31,6 +31,8 @@ from pathlib import Path
 
 import regex
 
+from .assets import GPT2_VOCAB_SHA256, gpt2_vocab_path, write_atomic
+
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 ENDOFTEXT = "<|endoftext|>"
 GPT2_EOT_ID = 50256
@@ -275,7 +277,7 @@ class BPETokenizer:
         state = {"format": FORMAT, "pattern": self.pattern, "byte_ids": self.byte_ids,
                  "merges": self.merge_list(),
                  "special_tokens": self.special_tokens}
-        Path(path).write_text(json.dumps(state))
+        write_atomic(path, json.dumps(state).encode("utf-8"))
 
     @classmethod
     def load(cls, path):
@@ -323,8 +325,7 @@ def merges_from_ranks(ranks):
 
 @functools.lru_cache(maxsize=1)
 def _gpt2_ranks():
-    from .assets import gpt2_vocab_path  # verified file, or an AssetError that says how to fetch it
-    return load_ranks(gpt2_vocab_path())
+    return load_ranks(gpt2_vocab_path())  # a verified file, or an AssetError saying how to fetch it
 
 
 @functools.lru_cache(maxsize=1)
@@ -334,8 +335,6 @@ def gpt2_tokenizer():
     Recovering the merges takes seconds, so the result is saved next to the rank file and
     loaded from there afterwards (tests compare it with a fresh `merges_from_ranks`).
     """
-    from .assets import GPT2_VOCAB_SHA256, gpt2_vocab_path
-
     saved = gpt2_vocab_path().with_name(f"gpt2-merges-{GPT2_VOCAB_SHA256[:12]}.json")
     if saved.exists():
         try:
@@ -344,9 +343,7 @@ def gpt2_tokenizer():
             pass  # unreadable: derive it again below
     byte_ids, merges = merges_from_ranks(_gpt2_ranks())
     tok = BPETokenizer(merges, {ENDOFTEXT: GPT2_EOT_ID}, GPT2_SPLIT_PATTERN, byte_ids)
-    tmp = saved.with_suffix(".tmp")
-    tok.save(tmp)
-    tmp.replace(saved)
+    tok.save(saved)
     return tok
 
 
