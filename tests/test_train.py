@@ -324,3 +324,41 @@ def test_cli_bad_input_is_a_clear_error_before_training(argv, message, text_file
     captured = capsys.readouterr()
     assert re.search(message, captured.err), captured.err
     assert "step" not in captured.out
+
+
+# ---- the loss-curve plot and the cached pretrained model ---------------------------------------------
+def test_plot_losses_draws_train_average_and_validation(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from lib.plotting import plot_losses
+
+    history = train(nt.GPT(tiny()), TRAIN, VAL, max_iters=12, out=tmp_path, **{**FAST, "eval_interval": 6})
+    ax = plot_losses(history, window=5, label="tiny")
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["tiny: train (each step)", "tiny: train (5-step mean)", "tiny: validation"]
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata()[0], np.mean(history["train_loss"][:5]))
+    np.testing.assert_array_equal(ax.get_lines()[2].get_xdata(), [0, 6, 12])
+    assert len(plot_losses(tmp_path, window=5).get_lines()) == 3  # from the history.json of a run
+
+
+def test_shakespeare_small_trains_once_then_loads_from_the_cache(tmp_path, monkeypatch):
+    import lib.pretrained as pretrained
+    import lib.train
+
+    monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
+    monkeypatch.setattr(pretrained, "RECIPE", {**pretrained.RECIPE, "max_iters": 3, "eval_interval": 3,
+                                               "eval_iters": 1})
+    model = pretrained.shakespeare_small("torch")
+    folder = pretrained.shakespeare_small_folder()
+    assert folder.parent == tmp_path / "pretrained" and read_history(folder)["step"] == [1, 2, 3]
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again instead of loading the cache")
+
+    monkeypatch.setattr(lib.train, "train", no_training)
+    again = pretrained.shakespeare_small("numpy")
+    assert isinstance(again, nt.GPT) and isinstance(model, tt.GPT)
+    for name, value in again.named_parameters():
+        np.testing.assert_array_equal(value, model.state_dict_numpy()[name])
+    with pytest.raises(ValueError, match=r"twin must be one of \('numpy', 'torch'\), got 'jax'"):
+        pretrained.shakespeare_small("jax")

@@ -187,6 +187,8 @@ class Trainer:
         if cuda and world_size > 1:
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         amp_dtype, use_scaler = precision(device, dtype)     # checks dtype before anything else
+        if device.type == "cuda":
+            torch.cuda.set_device(device)                    # NCCL and autocast use the current device
         self.rank, self.world_size, local_rank, self._joined = init_distributed(device)
         self.device, self.grad_clip, self.model = device, grad_clip, model.to(device)
         self.autocast = contextlib.nullcontext
