@@ -21,15 +21,39 @@ from ..weights import init_state, load_hf_gpt2, load_state, save_state
 _GELU_C = math.sqrt(2.0 / math.pi)   # 0.7978845608...
 
 
+def _gelu_tanh(x):
+    """tanh(sqrt(2/pi) (x + 0.044715 x^3)), in one buffer (in-place steps: fewer passes over memory)."""
+    t = x * x
+    t *= 0.044715
+    t += 1.0
+    t *= x
+    t *= _GELU_C
+    return np.tanh(t, out=t)
+
+
 def gelu(x):
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x * x * x)))
+    y = _gelu_tanh(x)
+    y += 1.0
+    y *= x
+    y *= 0.5
+    return y
 
 
 def gelu_backward(dy, x):
-    x2 = x * x
-    t = np.tanh(_GELU_C * x * (1.0 + 0.044715 * x2))
-    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 3 * 0.044715 * x2))
+    """dy * d/dx gelu(x) = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))."""
+    t = _gelu_tanh(x)
+    slope = x * x                                            # then 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3a x^2)
+    slope *= 3 * 0.044715
+    slope += 1.0
+    slope *= x
+    slope *= 0.5 * _GELU_C
+    slope *= 1.0 - t * t
+    t += 1.0
+    t *= 0.5
+    t += slope
+    t *= dy
+    return t
 
 
 _erf64 = np.frompyfunc(math.erf, 1, 1)
@@ -451,17 +475,19 @@ class GPT(Module):
             extras.append(hidden)
         return (logits, *extras) if extras else logits
 
-    def backward(self, dlogits):
-        """dlogits: (B, T, V), the loss's gradient w.r.t. the last forward's logits.
-        Adds into `self.grads` ({name: gradient}; `zero_grad()` clears them, as in torch)
-        and releases the forward's cache."""
+    def backward(self, dlogits, dhidden=None):
+        """dlogits: (B, T, V), the loss's gradient w.r.t. the last forward's logits; dhidden
+        (B, T, C), optional, its gradient w.r.t. the hidden states (`return_hidden`) where a
+        task head reads them (chapter 7). Adds into `self.grads` ({name: gradient};
+        `zero_grad()` clears them, as in torch) and releases the forward's cache."""
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() without kv_cache first")
         tok_cache, pos_cache, block_caches, ln_f_cache, hidden = self._cache
         self._cache = None
         C = hidden.shape[-1]
         self.wte.grads["weight"] += dlogits.reshape(-1, dlogits.shape[-1]).T @ hidden.reshape(-1, C)  # (V, C)
-        dx = self.ln_f.backward(dlogits @ self.wte.weight, ln_f_cache)  # (B, T, C)
+        dhidden_lm = dlogits @ self.wte.weight                # (B, T, C)
+        dx = self.ln_f.backward(dhidden_lm if dhidden is None else dhidden_lm + dhidden, ln_f_cache)  # (B, T, C)
         for block, cache in zip(reversed(self.h), reversed(block_caches)):
             dx = block.backward(dx, cache)
         self.wte.backward(dx, tok_cache)

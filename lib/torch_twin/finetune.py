@@ -1,0 +1,85 @@
+"""Fine-tuning pieces of the torch twin (chapter 7, GPT-1's recipe): new token rows, the
+classification head, and one step of L3 = L2 + lm_weight * L1 (autograd does the backward).
+
+Read it beside `lib/numpy_twin/finetune.py`: same names, same order. The task and the loop
+are framework-free and live in `lib/finetune.py`.
+Shapes: B batch, T time, C = n_embd, V vocab, K classes.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from ..finetune import normal_rows
+from .model import GPT
+from .train import AdamW, clip_grad_norm, cross_entropy
+
+
+def add_tokens(model, n, seed=0):
+    """A copy of `model` with n more tokens in its vocabulary: wte gains n rows drawn
+    N(0, 0.02), every other weight is kept. The tied head then scores the new tokens too."""
+    config = dataclasses.replace(model.config, vocab_size=model.config.vocab_size + n)
+    state = model.state_dict_numpy()
+    state["wte.weight"] = np.concatenate([state["wte.weight"], normal_rows(n, config.n_embd, seed)])  # (V + n, C)
+    bigger = GPT(config)
+    bigger.load_state_dict(state)
+    return bigger.to(model.wte.weight.device)
+
+
+class ClassifierHead(nn.Linear):
+    """GPT-1's task head: a linear map from the hidden state at the last position (where the
+    classify token sits) to one score per class. Weights N(0, 0.02), bias 0."""
+
+    def __init__(self, n_embd, n_classes, seed=0):
+        super().__init__(n_embd, n_classes)
+        with torch.no_grad():
+            self.weight.copy_(torch.as_tensor(normal_rows(n_classes, n_embd, seed)))
+            self.bias.zero_()
+
+    def forward(self, hidden):                                # (B, T, C) -> (B, K)
+        return super().forward(hidden[:, -1])
+
+
+def finetune_loss(model, head, x, labels, lm_weight):
+    """L3 = L2 + lm_weight * L1 on one batch, as tensors (L3, L2, L1). x: (B, T) ids ending in the
+    classify token; labels: (B,)."""
+    logits, hidden = model(x, return_hidden=True)             # (B, T, V), (B, T, C)
+    cls_loss = cross_entropy(head(hidden)[:, None], labels[:, None])  # L2, as a (B, 1, K) batch
+    lm_loss = cross_entropy(logits[:, :-1], x[:, 1:])         # L1: each position predicts the next token
+    return cls_loss + lm_weight * lm_loss, cls_loss, lm_loss
+
+
+def make_optimizer(model, head, lr, weight_decay):
+    """AdamW over the model's parameters and the head's (named `head.weight`, `head.bias`)."""
+    params = [*model.named_parameters(), *((f"head.{n}", p) for n, p in head.named_parameters())]
+    return AdamW(params, lr, weight_decay=weight_decay)
+
+
+def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
+    """One AdamW step on one batch; returns (L3, L2, L1) as floats."""
+    device = model.wte.weight.device
+    x, labels = torch.as_tensor(x, device=device), torch.as_tensor(labels, device=device)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    losses = finetune_loss(model, head, x, labels, lm_weight)
+    losses[0].backward()
+    params = list(optimizer.names.values())
+    if grad_clip:
+        clip_grad_norm(params, grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return tuple(loss.item() for loss in losses)
+
+
+@torch.no_grad()
+def predict(model, head, x, batch_size=256):
+    """The predicted class (N,) of each row of x (N, T): the head's highest score."""
+    device = model.wte.weight.device
+    out = []
+    for i in range(0, len(x), batch_size):
+        _, hidden = model(torch.as_tensor(x[i:i + batch_size], device=device), return_hidden=True)  # (b, T, C)
+        out.append(head(hidden).argmax(dim=-1).cpu().numpy())  # (b,)
+    return np.concatenate(out)
