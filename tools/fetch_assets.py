@@ -32,6 +32,8 @@ PACKAGES = {
     "@jupyter-widgets/html-manager": ("1.0.15", "dist", "html-manager"),
     "mathjax": ("3.2.2", "es5", "mathjax"),
 }
+# Our own file, copied beside them at every build (see its comment).
+LOCAL_FILES = [Path(__file__).resolve().parent / "widgets_require_config.js"]
 # Files not copied: source maps (only developer tools read them) and html-manager's other
 # bundles (embed.js with its chunks, libembed-amd.js): pages load embed-amd.js, which is
 # self-contained apart from the font files beside it.
@@ -84,14 +86,17 @@ def extract(tarball, inner, dest):
 
 
 def fetch(force=False):
-    if is_current() and not force:
-        return False
-    shutil.rmtree(VENDOR, ignore_errors=True)
-    VENDOR.mkdir(parents=True)
-    for name, (version, inner, dest) in PACKAGES.items():
-        extract(npm_pack(name, version), inner, VENDOR / dest)
-    STAMP.write_text(json.dumps(wanted_versions(), indent=2) + "\n")
-    return True
+    """Make VENDOR current; return whether anything was downloaded."""
+    fetched = force or not is_current()
+    if fetched:
+        shutil.rmtree(VENDOR, ignore_errors=True)
+        VENDOR.mkdir(parents=True)
+        for name, (version, inner, dest) in PACKAGES.items():
+            extract(npm_pack(name, version), inner, VENDOR / dest)
+        STAMP.write_text(json.dumps(wanted_versions(), indent=2) + "\n")
+    for path in LOCAL_FILES:
+        shutil.copyfile(path, VENDOR / path.name)
+    return fetched
 
 
 def main(argv=None):
