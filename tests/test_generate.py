@@ -164,6 +164,17 @@ def conditioning_lengths(n_prompt, n_new, n_ctx, use_cache):
     return lengths, refills
 
 
+def assert_follows_windows(numpy_model, out, n_prompt, use_cache):
+    """Each new token of out (B, T) is the argmax of a plain forward over its documented window."""
+    lengths, _ = conditioning_lengths(n_prompt, out.shape[1] - n_prompt, numpy_model.config.n_ctx, use_cache)
+    for i, length in enumerate(lengths):
+        t = n_prompt + i
+        logits = numpy_model.forward(out[:, t - length:t])[:, -1]   # (B, V)
+        top2 = np.sort(logits, axis=-1)[:, -2:]
+        assert (top2[:, 1] - top2[:, 0]).min() >= MARGIN
+        assert np.array_equal(out[:, t], logits.argmax(-1)), (use_cache, i)
+
+
 @pytest.mark.parametrize("n_prompt", [CFG.n_ctx, CFG.n_ctx + 9, 5])
 def test_context_crop_and_generation_past_it_follow_the_documented_windows(twins, n_prompt):
     numpy_model, torch_model = twins
@@ -172,19 +183,27 @@ def test_context_crop_and_generation_past_it_follow_the_documented_windows(twins
     for use_cache in (True, False):
         out = run(numpy_model, prompt, n_new, temperature=0, use_cache=use_cache)
         assert out.shape == (2, n_prompt + n_new) and np.array_equal(out[:, :n_prompt], prompt)
-        lengths, _ = conditioning_lengths(n_prompt, n_new, CFG.n_ctx, use_cache)
-        for i, length in enumerate(lengths):            # each token is the argmax over its window
-            t = n_prompt + i
-            logits = numpy_model.forward(out[:, t - length:t])[:, -1]
-            top2 = np.sort(logits, axis=-1)[:, -2:]
-            assert (top2[:, 1] - top2[:, 0]).min() >= MARGIN
-            assert np.array_equal(out[:, t], logits.argmax(-1)), (use_cache, i)
+        assert_follows_windows(numpy_model, out, n_prompt, use_cache)
         assert np.array_equal(run(torch_model, prompt, n_new, temperature=0, use_cache=use_cache), out)
     for model, idx in ((numpy_model, prompt), (torch_model, torch.as_tensor(prompt))):
         s = model.stream(idx, n_new, temperature=0)
         assert s.cropped == max(0, n_prompt - CFG.n_ctx)
         list(s)
         assert s.refills == conditioning_lengths(n_prompt, n_new, CFG.n_ctx, True)[1] > 0
+
+
+def test_modern_variants_follow_the_same_windows():
+    """RoPE, grouped key/value heads, RMSNorm and SwiGLU go through the same cache path."""
+    cfg = GPTConfig(vocab_size=256, n_ctx=16, n_layer=2, n_head=4, n_kv_head=2, n_embd=32, position="rope",
+                    norm="rmsnorm", mlp="swiglu", bias=False)
+    state = clear_margin_state(cfg, seed=2)
+    numpy_model, torch_model = nt.GPT(cfg), tt.GPT(cfg)
+    numpy_model.load_state_dict(state)
+    torch_model.load_state_dict(state)
+    for use_cache in (True, False):                      # 7 + 12 tokens > 16: the cache is refilled once
+        out = run(numpy_model, PROMPT, 12, temperature=0, use_cache=use_cache)
+        assert_follows_windows(numpy_model, out, 7, use_cache)
+        assert np.array_equal(run(torch_model, PROMPT, 12, temperature=0, use_cache=use_cache), out)
 
 
 def test_tiny_context_of_one_token():
