@@ -321,7 +321,8 @@ class CausalSelfAttention(Module):
         k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)    # (B, H, start + T, D)
         att = q @ k.transpose(0, 1, 3, 2)                    # (B, H, T, start + T)
         att *= 1.0 / math.sqrt(D)
-        att += causal_mask(T, start, att.dtype)              # -inf where a key is in the future
+        if T > 1:                                            # one new query sees every key: no mask
+            att += causal_mask(T, start, att.dtype)          # -inf where a key is in the future
         att = softmax(att)
         y = att @ v                                          # (B, H, T, D)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
