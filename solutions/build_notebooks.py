@@ -1,0 +1,116 @@
+"""Write each exercise twice from one source: the student's notebook and its solution.
+
+    python solutions/build_notebooks.py            # writes exercises/*.ipynb and solutions/*.ipynb
+
+The sources are solutions/source/NN_name.py; each defines NUMBER, EXERCISE (the grading id) and
+CELLS, a list built with the helpers below:
+- md(text), code(src): the same in both notebooks;
+- graded(stub, answer): a cell tagged `graded:<id>`, the only code the grader runs;
+- task(stub, answer): student work that is not graded (a plot, say);
+- uses(src): code that calls the student's functions. In the student's notebook it is tagged
+  `raises-exception`, since the stubs raise NotImplementedError there (Jupyter Book and nbval
+  then accept the error); in the solution it must run cleanly.
+Both notebooks are written without outputs. This file and the sources live in solutions/, which
+students never receive.
+"""
+import importlib.util
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+SETUP = '''import sys
+if "google.colab" in sys.modules:  # in Colab: fetch the course and install lib (elsewhere: nothing to do)
+    !git clone -q https://github.com/gpt2-from-scratch/course /content/course 2>/dev/null || true
+    %pip install -q -e /content/course
+    sys.path.insert(0, "/content/course")'''
+
+
+@dataclass
+class Cell:
+    kind: str            # md | code | graded | task | uses
+    student: str
+    solution: str
+
+
+def _clean(text):
+    return textwrap.dedent(text).strip("\n")
+
+
+def md(text):
+    return Cell("md", _clean(text), _clean(text))
+
+
+def code(src):
+    return Cell("code", _clean(src), _clean(src))
+
+
+def graded(stub, answer):
+    return Cell("graded", _clean(stub), _clean(answer))
+
+
+def task(stub, answer):
+    return Cell("task", _clean(stub), _clean(answer))
+
+
+def uses(src):
+    return Cell("uses", _clean(src), _clean(src))
+
+
+def setup():
+    return Cell("code", SETUP, SETUP)
+
+
+def notebook(cells, exercise, solution):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata.language_info = {"name": "python"}
+    nb.metadata.grading = {"exercise": exercise}
+    for cell in cells:
+        text = cell.solution if solution else cell.student
+        if cell.kind == "md":
+            nb.cells.append(nbformat.v4.new_markdown_cell(text))
+            continue
+        new = nbformat.v4.new_code_cell(text)
+        tags = []
+        if cell.kind == "graded":
+            tags.append(f"graded:{exercise}")
+        if cell.kind == "uses" and not solution:
+            tags.append("raises-exception")
+        if tags:
+            new.metadata.tags = tags
+        nb.cells.append(new)
+    for i, c in enumerate(nb.cells):                         # stable ids: rebuilding changes nothing
+        c.id = f"{exercise}-{i:02d}"
+    return nb
+
+
+def load_source(path):
+    spec = importlib.util.spec_from_file_location(f"exercise_source_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    sys.path.insert(0, str(HERE))
+    for path in sorted((HERE / "source").glob("[0-9][0-9]_*.py")):
+        source = load_source(path)
+        for folder, solution in (("exercises", False), ("solutions", True)):
+            out = ROOT / folder / f"{path.stem}.ipynb"
+            nb = notebook(source.CELLS, source.EXERCISE, solution)
+            nbformat.validate(nb)
+            text = nbformat.writes(nb) + "\n"
+            if not out.exists() or out.read_text() != text:
+                out.write_text(text)
+                print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

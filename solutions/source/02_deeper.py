@@ -1,0 +1,181 @@
+"""Exercise 2: count a GPT's parameters by formula, then compare doubling depth with doubling width."""
+from build_notebooks import code, graded, md, setup, uses
+
+NUMBER, EXERCISE = 2, "ex2"
+
+STUB = '''
+def count_params(config):
+    """The number of parameters of a GPT-2-style model with this config (lib.config.GPTConfig),
+    counting the output head, which shares the token embedding's matrix, zero times. -> int"""
+    raise NotImplementedError("exercise 2: write count_params")
+'''
+
+ANSWER = '''
+def count_params(config):
+    """The number of parameters of a GPT-2-style model with this config (lib.config.GPTConfig),
+    counting the output head, which shares the token embedding's matrix, zero times. -> int"""
+    C = config.n_embd
+    layer_norm = 2 * C                                   # gain and bias
+    attention = (C * 3 * C + 3 * C) + (C * C + C)        # c_attn: C -> 3C (q, k, v); c_proj: C -> C
+    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)          # c_fc: C -> 4C; c_proj: 4C -> C
+    block = layer_norm + attention + layer_norm + mlp    # 12 C^2 + 13 C
+    embeddings = config.vocab_size * C + config.n_ctx * C   # wte (also the head) and wpe
+    return embeddings + config.n_layer * block + layer_norm  # + ln_f
+'''
+
+CELLS = [
+    md(r"""
+    # Exercise 2: Deeper or wider?
+
+    How many parameters does a GPT have, and where are they? In this exercise you write a function
+    that answers from the configuration alone, check it against real models, and then use it to
+    compare two ways of making GPT-2 bigger: twice as deep (24 layers and 16 heads, the layout of
+    GPT-2 Medium) or twice as wide. You compare them in parameters and in measured time per
+    training step.
+
+    **What is graded.** The cell tagged `graded:ex2` (the one defining `count_params`). A grader
+    runs that cell alone, in a sandbox, and calls `count_params` on hidden configurations; nothing
+    else in this notebook is graded. Write your answer in that cell and keep the cell.
+    """),
+    setup(),
+    md("""
+    The next cell is the one place that chooses the exercise's sizes: with a GPU, GPT-2 Small and its
+    two bigger variants are timed on it; on a CPU, the same shapes at a width of 128, so that each
+    step takes milliseconds.
+    """),
+    code('''
+    from dataclasses import replace
+
+    import torch
+
+    from lib.config import GPTConfig
+
+    GPU = torch.cuda.is_available()
+    DEVICE = "cuda" if GPU else "cpu"
+    if GPU:
+        BASE = GPTConfig.gpt2()                          # 12 layers, 12 heads, 768 wide
+        BATCH, T, STEPS = 4, 1024, 10
+    else:
+        BASE = GPTConfig.small(n_layer=12)               # 12 layers, 4 heads, 128 wide, context 64
+        BATCH, T, STEPS = 8, 64, 5
+    DEEPER = replace(BASE, n_layer=2 * BASE.n_layer, n_head=16)   # 24 layers, 16 heads
+    WIDER = replace(BASE, n_embd=2 * BASE.n_embd)                 # twice the width, same layers and heads
+    print(f"device {DEVICE}; base: {BASE.n_layer} layers, {BASE.n_head} heads, {BASE.n_embd} wide")
+    '''),
+    md(r"""
+    ## Counting by formula
+
+    A parameter count is a sum over the model's tensors. Everything you need is in the code of the
+    layers: which tensors each layer creates, and their shapes. Here is the numpy twin's block and
+    model (the torch twin has the same tensors under the same names):
+    """),
+    code('''
+    import lib.numpy_twin as nt
+    from lib.display import show
+
+    show(nt.Block, nt.CausalSelfAttention, nt.MLP, nt.LayerNorm, nt.Linear)
+    '''),
+    md(r"""
+    Write `count_params(config)`.
+
+    - `config` is a `lib.config.GPTConfig` with GPT-2's layout. Its fields `vocab_size`, `n_ctx`,
+      `n_layer`, `n_head` and `n_embd` are all that matter; the fields for chapter 8's modern block
+      keep their defaults (GPT-2's) in every test.
+    - Count every weight and every bias. The output head multiplies by the token embedding's matrix
+      (the weights are tied), so it adds nothing.
+    - Return a Python `int`, by arithmetic. While grading, lib's own counts (`param_counts`,
+      `param_shapes`, `num_params`) raise an error, and no model can be built.
+    - Tip: write the count of one block as a polynomial in $C$ = `n_embd`. Does the number of heads
+      appear in it?
+    """),
+    graded(STUB, ANSWER),
+    md("""
+    ## Checks against real models
+
+    GPT-2 Small's published count, with the head tied, is 124,439,808. The models that the twins build
+    (seeded random weights) are counted tensor by tensor with `num_params()`, and Hugging Face's own
+    GPT-2 class, built from its default configuration (GPT-2 Small's), counts its parameters with
+    tied weights counted once.
+    """),
+    uses('''
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from lib.torch_twin import GPT
+
+    assert count_params(GPTConfig.gpt2()) == 124_439_808
+    for config in (GPTConfig.small(), BASE, DEEPER, WIDER, GPTConfig.small(n_layer=1, n_embd=32, vocab_size=10)):
+        if config.n_embd <= 256:                         # building the 124M-parameter models takes a while
+            assert count_params(config) == GPT(config).num_params(), config
+    hf = GPT2LMHeadModel(GPT2Config())
+    assert count_params(GPTConfig.gpt2()) == hf.num_parameters() == GPT(GPTConfig.gpt2()).num_params()
+    del hf
+    print("count_params agrees with the twins and with transformers")
+    '''),
+    md(r"""
+    ## Twice as deep, or twice as wide?
+
+    Doubling the number of layers doubles the blocks' parameters and leaves the embeddings alone.
+    Doubling the width multiplies each block's parameters by about four (they grow with $C^2$) and
+    the embeddings by two. The heads only split the width: 16 heads instead of 12 change no count.
+    The cell below checks these statements with your function, then times a training step (forward,
+    backward and AdamW, on random tokens) of each model.
+    """),
+    uses('''
+    import time
+
+    from lib.torch_twin.train import AdamW, train_step
+
+    per_block = count_params(replace(BASE, n_layer=BASE.n_layer + 1)) - count_params(BASE)
+    C = BASE.n_embd
+    assert per_block == 12 * C * C + 13 * C
+    assert count_params(DEEPER) - count_params(BASE) == BASE.n_layer * per_block
+    assert count_params(replace(BASE, n_head=1)) == count_params(BASE)      # heads change nothing
+
+
+    def seconds_per_step(config):
+        """Median time of one training step: BATCH x T random tokens, after one warm-up step."""
+        torch.manual_seed(0)
+        model = GPT(config).to(DEVICE)
+        optimizer = AdamW(model.named_parameters(), lr=1e-4)
+        x = torch.randint(config.vocab_size, (BATCH, T), device=DEVICE)   # (B, T)
+        times = []
+        for step in range(STEPS + 1):
+            if GPU:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            train_step(model, optimizer, [(x, x)], 1e-4, 1.0)
+            if GPU:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        return sorted(times[1:])[STEPS // 2]
+
+
+    rows = []
+    for name, config in (("base", BASE), ("deeper", DEEPER), ("wider", WIDER)):
+        rows.append((name, config, count_params(config), seconds_per_step(config)))
+    base_params, base_time = rows[0][2], rows[0][3]
+    print(f"{'model':7s} {'layers':>6s} {'heads':>5s} {'width':>5s} {'parameters':>13s} {'x base':>7s} {'ms/step':>8s} {'x base':>7s}")
+    for name, config, n, seconds in rows:
+        print(f"{name:7s} {config.n_layer:6d} {config.n_head:5d} {config.n_embd:5d} {n:13,d} "
+              f"{n / base_params:7.2f} {1000 * seconds:8.1f} {seconds / base_time:7.2f}")
+    assert rows[2][2] > rows[1][2] > rows[0][2]           # wider > deeper > base, in parameters
+    '''),
+    md(r"""
+    What to look for in the table:
+
+    - In parameters, the wider model is the bigger one: its blocks grow about four times, the deeper
+      model's two times.
+    - In time, a step costs roughly in proportion to the arithmetic, about $6N$ floating-point
+      operations per token for $N$ parameters (forward and backward), plus attention's share, which
+      grows with the context. How close the measured ratios come to the parameter ratios depends on
+      the machine: small matrices keep a CPU (and even more a GPU) from running at full speed, so the
+      wide model often costs less per parameter than the deep one, whose layers must run one after
+      the other.
+
+    ## Going further
+
+    - Which share of GPT-2 Small's parameters is the token embedding? Of GPT-2 XL's (48 layers,
+      1,600 wide)?
+    - Extend `count_params` to the untied head (`GPT-2 Small untied: 163,037,184`) and check it.
+    """),
+]
