@@ -1,0 +1,126 @@
+"""Write the student version of the course into a folder: everything but the answers.
+
+    python -m lib.release OUTDIR [--force]
+
+What goes in: the files git tracks (as they are in the working tree), that is the book, the
+chapters, the exercise notebooks (stubs), lib, tools and the tests. What stays
+out: `solutions/` (solved notebooks, hidden tests, grading fixtures, the notebook sources),
+the grader (`lib/grade/`, this module) and the tests that need them (`tests/test_grader.py`,
+`tests/test_release.py`): without hidden tests there is nothing for students to grade with.
+
+After writing, the release is checked: no path under solutions/ or lib/grade/, and no file
+containing a solution's graded code or a hidden test's source line that is specific enough to
+identify it. OUTDIR must be empty or absent (--force empties it first).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXCLUDED_DIRS = ("solutions", "lib/grade", ".git")
+EXCLUDED_FILES = ("lib/release.py", "tests/test_grader.py", "tests/test_release.py")
+
+
+def source_files(root: Path = ROOT) -> list[Path]:
+    """The files git tracks (relative paths). Outside a git checkout: every file, minus caches."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached"],
+                                cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
+        files = [Path(p) for p in listed if p]
+    except (OSError, subprocess.CalledProcessError):
+        files = [p.relative_to(root) for p in root.rglob("*") if p.is_file()
+                 and not {"__pycache__", ".git", "_build"} & set(p.relative_to(root).parts)]
+    return sorted({f for f in files if (root / f).is_file()})
+
+
+def is_released(path: Path) -> bool:
+    text = path.as_posix()
+    return not (any(text == d or text.startswith(d + "/") for d in EXCLUDED_DIRS) or text in EXCLUDED_FILES)
+
+
+def secrets(root: Path = ROOT) -> list[tuple[str, str]]:
+    """(where, text) pairs that must not appear in a release: each solution's graded cells, and
+    the distinctive lines of every hidden test (long enough not to occur by chance)."""
+    import nbformat
+
+    found = []
+    for nb_path in sorted((root / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        for cell in nb.cells:
+            if any(t.startswith("graded:") for t in cell.metadata.get("tags", [])):
+                found.append((str(nb_path.relative_to(root)), cell.source.strip()))
+    for py in sorted((root / "solutions" / "hidden_tests").glob("*.py")):
+        for line in py.read_text().splitlines():
+            line = line.strip()
+            if len(line) >= 60 and not line.startswith(("#", "from ", "import ")):
+                found.append((str(py.relative_to(root)), line))
+    return found
+
+
+def check_release(out: Path, root: Path = ROOT) -> list[str]:
+    """Problems found in a written release (empty when it is clean)."""
+    problems = []
+    files = [p for p in out.rglob("*") if p.is_file()]
+    for p in files:
+        rel = p.relative_to(out)
+        if not is_released(rel):
+            problems.append(f"{rel} should not be released")
+    hidden = secrets(root)
+    for p in files:
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        for where, secret in hidden:
+            if secret and secret in text:
+                problems.append(f"{p.relative_to(out)} contains text of {where}")
+                break
+    return problems
+
+
+def release(out, force: bool = False, root: Path = ROOT) -> list[Path]:
+    """Copy the student version into `out`; returns the relative paths written."""
+    out = Path(out).resolve()
+    if out == root or out in root.parents:
+        raise ValueError(f"OUTDIR {out} would contain the repository itself; choose another folder")
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise FileExistsError(f"OUTDIR {out} is not empty; pass --force to replace its contents")
+        shutil.rmtree(out)
+    written = []
+    for rel in source_files(root):
+        inside_out = (root / rel).resolve()
+        if out in inside_out.parents or not is_released(rel):
+            continue
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, target)
+        written.append(rel)
+    problems = check_release(out, root)
+    if problems:
+        raise RuntimeError("the release leaks answers:\n" + "\n".join(problems))
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lib.release", description=__doc__.splitlines()[0])
+    parser.add_argument("outdir", type=Path, help="folder to write the student version into")
+    parser.add_argument("--force", action="store_true", help="empty OUTDIR first if it has files")
+    args = parser.parse_args(argv)
+    try:
+        written = release(args.outdir, force=args.force)
+    except (ValueError, FileExistsError, RuntimeError) as e:
+        print(f"lib.release: {e}", file=sys.stderr)
+        return 1
+    exercises = sum(p.parts[0] == "exercises" for p in written)
+    print(f"wrote {len(written)} files ({exercises} exercise notebooks) to {args.outdir}; "
+          f"no solutions, hidden tests or grader")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
