@@ -47,11 +47,11 @@ STYLE = """<style>
 .cell_output .gptw-live { display: none; }  /* the built book: no kernel behind live controls */
 .gptw-controls { display: flex; flex-wrap: wrap; gap: 6px 20px; align-items: center; margin-bottom: 8px; }
 .gptw-controls label { display: inline-flex; gap: 6px; align-items: center; }
-.gptw-note { color: #666; font-size: 12px; margin: 4px 0; }
-.gptw-msg { color: #a03030; font-weight: 600; margin: 4px 0; }
-.gptw-head { margin: 2px 0 6px; }
+.gptw-note { color: #666; font-size: 12px; margin: 4px 0; line-height: 1.35; }
+.gptw-msg { color: #a03030; font-weight: 600; margin: 4px 0; line-height: 1.35; }
+.gptw-head { margin: 2px 0 6px; line-height: 1.35; }
 .gptw-bars { display: grid; grid-template-columns: max-content 280px max-content; gap: 2px 8px;
-  align-items: center; font-size: 13px; }
+  align-items: center; font-size: 13px; line-height: 1.35; }
 .gptw-row { display: contents; }
 .gptw-tok { font-family: monospace; white-space: pre; text-align: right; }
 .gptw-track { background: #eee; height: 14px; }
@@ -61,7 +61,7 @@ STYLE = """<style>
 .gptw-rest { color: #555; }
 .gptw-rest .gptw-bar { background: #9db8d9; }
 .gptw-sample { font-family: monospace; white-space: pre-wrap; background: #f7f7f7; color: #111;
-  border-left: 3px solid #3b6ea8; padding: 6px 8px; margin-top: 8px; }
+  border-left: 3px solid #3b6ea8; padding: 6px 8px; margin-top: 8px; line-height: 1.35; }
 .gptw-prompt { color: #888; }
 .gptw-att { display: grid; grid-template-columns: max-content max-content; gap: 2px; }
 .gptw-cols { display: flex; align-items: flex-end; }
@@ -78,7 +78,8 @@ STYLE = """<style>
 # Shows the view selected by the controls. data.views[data.index[flat]] holds one HTML string
 # per [data-widget-output], where flat is the controls' positions read as one mixed-radix number.
 SCRIPT = """(function () {
-  var root = document.getElementById("%s");
+  var script = document.currentScript;  // null in a shadow tree: then find the widget by its id
+  var root = (script && script.closest(".gpt-widget")) || document.getElementById("%s");
   var data = JSON.parse(root.querySelector("script[type='application/json']").textContent);
   var controls = root.querySelectorAll("[data-widget-control]");
   var outputs = root.querySelectorAll("[data-widget-output]");
@@ -141,14 +142,15 @@ def encode_prompt(tokenizer, prompt, n_ctx):
 
 
 def token_label(tokenizer, token_id):
-    """A token as readable text: spaces, newlines and tabs made visible, bytes that are not
-    UTF-8 text on their own (a piece of a multi-byte character) written as \\xNN."""
+    """A token as readable text: spaces, newlines and tabs made visible; bytes that are not
+    printable UTF-8 text on their own (control bytes, a piece of a multi-byte character)
+    written as \\xNN."""
     raw = tokenizer.decode_bytes([int(token_id)])
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
+    text = raw.decode("utf-8", errors="replace")
+    text = text.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5")
+    if "\ufffd" in text or not text.isprintable():
         return "".join(f"\\x{b:02x}" for b in raw)
-    return text.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5")
+    return text
 
 
 # ---- the static widget -------------------------------------------------------------------------
@@ -335,15 +337,16 @@ class TemperatureWidget(_Widget):
     def _live(self, prompt, temperature, seed):
         import ipywidgets as w
         V = self.model.config.vocab_size
+        label = dict(style={"description_width": "100px"})
         self.controls = {
-            "prompt": w.Textarea(value=prompt, description="prompt", continuous_update=False),
+            "prompt": w.Textarea(value=prompt, description="prompt", continuous_update=False, **label),
             "temperature": w.FloatSlider(value=temperature, min=0, max=2, step=0.05, description="temperature",
-                                         continuous_update=False),
+                                         continuous_update=False, **label),
             "top_k": w.IntSlider(value=0, min=0, max=min(V, 100), description="top-k (0 off)",
-                                 continuous_update=False),
+                                 continuous_update=False, **label),
             "top_p": w.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 off)",
-                                   continuous_update=False),
-            "seed": w.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed"),
+                                   continuous_update=False, **label),
+            "seed": w.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed", **label),
         }
         self.message, self.view, self.sample = w.HTML(), w.HTML(), w.HTML()
         for control in self.controls.values():

@@ -105,6 +105,7 @@ def test_bad_settings_are_refused():
 def test_token_labels_show_whitespace_and_partial_characters():
     assert [widgets.token_label(TOK, i) for i in b"a \n\t"] == ["a", "\u2423", "\u21b5", "\u21e5"]
     assert widgets.token_label(TOK, 0xE2) == "\\xe2"         # first byte of a 3-byte character
+    assert widgets.token_label(TOK, 0x07) == "\\x07"         # a control byte
 
 
 def test_distribution_chart_counts_the_kept_tokens():
