@@ -48,7 +48,7 @@ def write_atomic(path, data: bytes) -> Path:
     """Write a file so that readers see either nothing or all of it (write aside, then rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # unique: other processes may write it too
     tmp.write_bytes(data)
     tmp.replace(path)
     return path

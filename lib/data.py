@@ -17,6 +17,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import os
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -147,11 +148,24 @@ def tokenize_file(path, tokenizer, out_path, start=0, end=None, chunk_bytes=1 <<
         raise ValueError(f"vocab_size {tok.vocab_size} does not fit in uint16 token files (max 65536)")
     path, out_path = Path(path), Path(out_path)
     end = path.stat().st_size if end is None else end
+    if end <= start:
+        raise ValueError(f"{path} has no text in bytes [{start}, {end}) (file size {path.stat().st_size})")
+    tmp = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")  # other processes may write the same file
+    try:
+        n_tokens = _tokenize_stream(path, tok, tmp, start, end, chunk_bytes)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(out_path)
+    return n_tokens
+
+
+def _tokenize_stream(path, tok, out_path, start, end, chunk_bytes):
+    """The loop of `tokenize_file`: read, decode (strict UTF-8), cut, encode, append."""
     plain_bytes = tok.is_plain_bytes and not tok.special_tokens  # ids = bytes: cut anywhere
     decoder = codecs.getincrementaldecoder("utf-8")()  # strict: bad bytes raise
-    tmp = out_path.with_name(out_path.name + ".tmp")
     n_tokens, pos, carry = 0, start, ""
-    with open(path, "rb") as f, open(tmp, "wb") as out:
+    with open(path, "rb") as f, open(out_path, "wb") as out:
         f.seek(start)
         while True:
             block = f.read(min(chunk_bytes, end - pos))
@@ -171,7 +185,6 @@ def tokenize_file(path, tokenizer, out_path, start=0, end=None, chunk_bytes=1 <<
             n_tokens, carry = n_tokens + len(ids), text[cut:]
             if not block:
                 break
-    tmp.replace(out_path)
     return n_tokens
 
 

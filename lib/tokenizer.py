@@ -107,7 +107,11 @@ def train_naive(chunks, num_merges):
 
 
 def train_fast(chunks, num_merges):
-    """Incremental BPE over distinct chunks; same merges as `train_naive`, far fewer recounts."""
+    """Incremental BPE over distinct chunks; same merges as `train_naive`, far fewer recounts.
+
+    Merging (a, b) -> n at position i of a word changes only the pairs next to it:
+    (prev, a) becomes (prev, n) and (b, next) becomes (n, next); nothing else is recounted.
+    """
     freq = Counter(chunks)  # distinct chunk -> how often it occurs
     words = [list(w.encode("utf-8")) for w in freq]  # distinct chunks as byte-id lists
     weights = list(freq.values())
@@ -125,28 +129,29 @@ def train_fast(chunks, num_merges):
         if not heap or heap[0][0] == 0:
             raise _too_few_pairs(i, num_merges)
         _, a, b = heapq.heappop(heap)
-        pair, new_id = (a, b), 256 + i
-        touched = set()  # pairs whose count this merge may change
-        for w in where.pop(pair):
-            old = words[w]
-            new = merge_pair(old, pair, new_id)
-            if len(new) == len(old):
-                continue  # stale index: this word no longer holds the pair
-            weight = weights[w]
-            for p in pairwise(old):  # take the word's old pairs out ...
-                counts[p] -= weight
-                touched.add(p)
-            for p in pairwise(new):  # ... and its new pairs in
-                counts[p] += weight
-                touched.add(p)
-                if new_id in p:
-                    where[p].add(w)
-            words[w] = new
-        del counts[pair]
-        touched.discard(pair)
-        for p in touched:
-            heapq.heappush(heap, (-counts[p], *p))
-        merges.append(pair)
+        new_id = 256 + i
+        change = defaultdict(int)  # pair -> change of its count caused by this merge
+        for w in where.pop((a, b)):
+            word, weight = words[w], weights[w]
+            j = 0
+            while j < len(word) - 1:  # merge left to right, in place
+                if word[j] == a and word[j + 1] == b:
+                    if j > 0:
+                        change[word[j - 1], a] -= weight
+                        change[word[j - 1], new_id] += weight
+                        where[word[j - 1], new_id].add(w)
+                    if j + 2 < len(word):
+                        change[b, word[j + 2]] -= weight
+                        change[new_id, word[j + 2]] += weight
+                        where[new_id, word[j + 2]].add(w)
+                    word[j:j + 2] = [new_id]
+                j += 1
+        del counts[a, b]
+        for pair, d in change.items():
+            if d and pair != (a, b):
+                counts[pair] += d
+                heapq.heappush(heap, (-counts[pair], *pair))
+        merges.append((a, b))
     return merges
 
 

@@ -100,6 +100,13 @@ def test_not_utf8_names_file_and_offset(tmp_path):
     for tokenizer in ("byte", "gpt2"):
         with pytest.raises(ValueError, match=r"latin1.txt is not UTF-8 text: byte offset 902 holds b'\\xefve'"):
             tokenize_file(path, tokenizer, tmp_path / "out.bin", chunk_bytes=7)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latin1.txt"]  # no partial output left behind
+
+
+def test_empty_file_names_the_file(tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty.txt has no text in bytes \[0, 0\)"):
+        tokenize_file(tmp_path / "empty.txt", "byte", tmp_path / "out.bin")
 
 
 def test_unknown_tokenizer():
