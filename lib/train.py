@@ -91,7 +91,8 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     train_data, val_data: 1-D token-id arrays (e.g. from `lib.data.load_corpus`). block_size
     defaults to the model's context. batch_size is per micro-batch and per process.
     Validation: at step 0, every `eval_interval` steps and at the end, the mean loss on the
-    same `eval_iters` global batches of val_data (and of train_data, as `eval_train_loss`).
+    same `eval_iters` batches of val_data (and of train_data, as `eval_train_loss`), each of
+    batch_size windows per process.
     out: a folder for checkpoints (every `checkpoint_interval` steps, default eval_interval,
     and at the end) and history.json; a fresh run there replaces earlier checkpoints, while
     resume=True continues from the newest one exactly (weights, AdamW, RNGs, batch stream).
@@ -129,9 +130,9 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     elif out is not None and main:
         checkpoint.clear_checkpoints(out)
     eval_rng = np.random.default_rng(seed + 1)               # the same evaluation batches every time
-    share = dict(rank=trainer.rank, batch_size=batch_size, grad_accum=grad_accum)
-    evals = {name: [mb for _ in range(eval_iters) for mb in my_micro_batches(*get_batch(data, step_batch, block_size,
-                                                                                       eval_rng), **share)]
+    eval_batch = batch_size * trainer.world_size             # one micro-batch per process
+    evals = {name: [my_micro_batches(*get_batch(data, eval_batch, block_size, eval_rng), trainer.rank, batch_size, 1)[0]
+                    for _ in range(eval_iters)]
              for name, data in (("train", train_data), ("val", val_data)) if data is not None}
     bar = tqdm(total=max_iters, initial=start, disable=not (progress and main), desc=f"training ({twin})",
                unit="step", dynamic_ncols=True)
@@ -150,7 +151,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
             if step == max_iters:
                 break
             tick = time.perf_counter()
-            micro = my_micro_batches(*sampler.next(), **share)
+            micro = my_micro_batches(*sampler.next(), trainer.rank, batch_size, grad_accum)
             lr_now = lr_at(step, lr, min_lr, warmup_iters, max_iters)
             try:
                 loss, norm = trainer.step(micro, lr_now)
@@ -185,7 +186,7 @@ def _check_args(model, train_data, val_data, *, lr, min_lr, step_batch, out, res
         raise ValueError(f"learning rates must satisfy 0 <= min_lr <= lr, got lr={lr!r}, min_lr={min_lr!r}")
     _check_data("train_data", train_data, model.config.vocab_size, step_batch, block_size)
     if val_data is not None:
-        _check_data("val_data", val_data, model.config.vocab_size, step_batch, block_size)
+        _check_data("val_data", val_data, model.config.vocab_size, step_batch // ints["grad_accum"], block_size)
     if resume and (out is None or checkpoint.latest_checkpoint(out) is None):
         raise FileNotFoundError(f"resume=True needs out= naming a folder with a checkpoint; {out} holds none")
 
@@ -199,8 +200,7 @@ def my_micro_batches(x, y, rank, batch_size, grad_accum):
 
 
 def _evaluate(trainer, evals, step, history, bar):
-    """Mean loss on the fixed evaluation batches of each split (the same global batches
-    however they are split across processes), appended to the history."""
+    """Mean loss on the fixed evaluation batches of each split, appended to the history."""
     if "val" not in evals:
         return
     history["eval_step"].append(step)
