@@ -83,7 +83,7 @@ def test_chunked_gpt2_tokenization_equals_whole_text(tmp_path):
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(["a", "b", "'", "s", "ll", " ", "  ", "\n", "\n\n", "\n\n\n", " \n", "\t",
-                                 "1", "é", "😀", ".", "\r", ENDOFTEXT]), max_size=120).map("".join),
+                                 "1", "é", "😀", ".", "\r", ENDOFTEXT]), min_size=1, max_size=120).map("".join),
        st.integers(4, 40))
 def test_chunked_tokenization_property(tmp_path_factory, text, chunk_bytes):
     folder = tmp_path_factory.mktemp("prop")
