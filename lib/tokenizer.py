@@ -13,9 +13,9 @@ How it works, in the order the chapter teaches it:
 4. Encoding applies the learned merges to each chunk, lowest id (earliest merge) first.
 
 `train_naive` recounts every pair of every chunk after every merge: the textbook loop.
-`train_fast` pre-tokenizes once, keeps each distinct chunk with its count, and after a merge
-updates only the pair counts of the chunks that held the merged pair; a heap finds the
-most frequent pair. Both return the same merges (tests/test_tokenizer.py checks it).
+`train_fast` keeps each distinct chunk once with its count, remembers which chunks hold each
+pair, and after a merge updates only the counts of the pairs next to each merged spot; a heap
+finds the most frequent pair. Both return the same merges (tests/test_tokenizer.py checks it).
 
 GPT-2's merges come from tiktoken's rank file (`r50k_base`, see lib/assets.py): the token of
 rank r is split the way BPE with the ranks below r splits its bytes, which recovers the
@@ -280,8 +280,7 @@ class BPETokenizer:
     def save(self, path):
         """Write the tokenizer as JSON (merges, byte ids, special tokens, split pattern)."""
         state = {"format": FORMAT, "pattern": self.pattern, "byte_ids": self.byte_ids,
-                 "merges": self.merge_list(),
-                 "special_tokens": self.special_tokens}
+                 "merges": self.merge_list(), "special_tokens": self.special_tokens}
         write_atomic(path, json.dumps(state).encode("utf-8"))
 
     @classmethod

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lib import data
 from lib.data import (BatchSampler, download, get_batch, load_corpus, markdown_to_speeches, shakespeare_plays,
                       shakespeare_text, tokenize_file)
-from lib.tokenizer import ENDOFTEXT, gpt2_tiktoken, gpt2_tokenizer
+from lib.tokenizer import ENDOFTEXT, BPETokenizer, gpt2_tiktoken, gpt2_tokenizer
 
 
 @pytest.fixture
@@ -137,6 +137,16 @@ def test_file_corpus_gpt2_same_validation_text_as_bytes(cache, tmp_path):
     assert text.endswith(val_text) and len(val_text) > 3000
     assert val_g.tolist() == enc.encode(val_text, allowed_special="all")
     assert train_g.tolist() == enc.encode(text[:-len(val_text)], allowed_special="all")
+
+
+def test_file_corpus_with_a_trained_tokenizer(cache, tmp_path):
+    text = shakespeare_text()[:30_000]
+    (tmp_path / "small.txt").write_text(text, encoding="utf-8")
+    tok = BPETokenizer.train(text, 300)
+    train, val = load_corpus(tmp_path / "small.txt", tok)
+    assert train.max() >= 256  # merged tokens are in use
+    assert tok.decode(train.tolist()) + tok.decode(val.tolist()) == text
+    assert load_corpus(tmp_path / "small.txt", BPETokenizer.train(text, 301))[0].filename != train.filename
 
 
 def test_corpus_errors(cache, tmp_path):
