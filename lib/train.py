@@ -14,6 +14,7 @@ micro-batches. So the trajectory depends on the global batch only, not on how it
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -226,6 +227,8 @@ def read_history(path):
 
 # ---- command line ------------------------------------------------------------------------------
 def build_parser():
+    """The options; training settings default to `train`'s own defaults."""
+    d = {k: v.default for k, v in inspect.signature(train).parameters.items()}
     p = argparse.ArgumentParser(prog="python -m lib.train", description=(
         "Pretrain a GPT on next-token prediction. With no options: the small preset on the embedded "
         "Shakespeare corpus, byte-level, then a sample. Under torchrun (torch twin) it trains with "
@@ -238,22 +241,22 @@ def build_parser():
     p.add_argument("--n-head", type=int)
     p.add_argument("--n-embd", type=int)
     p.add_argument("--block-size", type=int, help="training context (default: the model's n_ctx)")
-    p.add_argument("--batch-size", type=int, default=12, help="windows per micro-batch per process")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
-    p.add_argument("--max-iters", type=int, default=2000)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--min-lr", type=float, default=1e-4)
-    p.add_argument("--warmup-iters", type=int, default=100)
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--grad-clip", type=float, default=1.0, help="global-norm clipping (0: off)")
-    p.add_argument("--eval-interval", type=int, default=250)
-    p.add_argument("--eval-iters", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=d["batch_size"], help="windows per micro-batch per process (%(default)s)")
+    p.add_argument("--grad-accum", type=int, default=d["grad_accum"], help="micro-batches per optimizer step (%(default)s)")
+    p.add_argument("--max-iters", type=int, default=d["max_iters"], help="optimizer steps (%(default)s)")
+    p.add_argument("--lr", type=float, default=d["lr"], help="peak learning rate (%(default)s)")
+    p.add_argument("--min-lr", type=float, default=d["min_lr"], help="floor of the cosine decay (%(default)s)")
+    p.add_argument("--warmup-iters", type=int, default=d["warmup_iters"], help="steps of linear warmup (%(default)s)")
+    p.add_argument("--weight-decay", type=float, default=d["weight_decay"], help="AdamW, 2-D weights only (%(default)s)")
+    p.add_argument("--grad-clip", type=float, default=d["grad_clip"], help="global-norm clipping, 0: off (%(default)s)")
+    p.add_argument("--eval-interval", type=int, default=d["eval_interval"], help="steps between validations (%(default)s)")
+    p.add_argument("--eval-iters", type=int, default=d["eval_iters"], help="batches per validation (%(default)s)")
     p.add_argument("--device", help="torch twin: cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
                    help="torch twin on CUDA (default: bfloat16 from compute capability 8.0, float16 below)")
     p.add_argument("--compile", action="store_true", help="torch twin: torch.compile the model")
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--out", default="out/train", help="checkpoints and history.json (default: out/train)")
+    p.add_argument("--seed", type=int, default=d["seed"], help="weights, batches, sample (%(default)s)")
+    p.add_argument("--out", default="out/train", help="checkpoints and history.json (%(default)s)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--sample-tokens", type=int, default=200, help="length of the sample printed at the end (0: none)")
     p.add_argument("--json", action="store_true", help="end with one JSON line: val_loss, train_loss, steps, "
