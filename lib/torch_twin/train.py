@@ -153,6 +153,8 @@ def precision(device, dtype):
     (a T4 emulates bf16, and is_bf16_supported() says yes there); float32 on the CPU."""
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'float16' (or None: automatic); got {dtype!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r} but this torch sees no CUDA device; use device='cpu'")
     if device.type != "cuda":
         if dtype not in (None, "float32"):
             raise ValueError(f"dtype={dtype!r} needs a CUDA device; on {device} training runs in float32")
