@@ -140,7 +140,7 @@ def train_step(model, optimizer, micro_batches, lr, grad_clip):
 
 
 def estimate_loss(model, batches):
-    """Mean cross-entropy over [(x, y), ...] without keeping anything for backward."""
+    """Mean cross-entropy over [(x, y), ...] (no backward follows; the gradients are untouched)."""
     total = 0.0
     for x, y in batches:
         loss, _ = cross_entropy(model.forward(x), y)
