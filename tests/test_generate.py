@@ -263,6 +263,15 @@ def test_cli_from_a_saved_model_a_training_output_and_a_hugging_face_folder(twin
             assert got["new_tokens"] == 12 and got["tokens_per_s"] > 0 and got["kv_cache_bytes"] == 2 * 2 * 32 * 32 * 4
 
 
+def test_cli_gpt2_vocabulary_uses_gpt2_tokens(tmp_path, capsys):
+    cfg = GPTConfig(vocab_size=50257, n_ctx=16, n_layer=1, n_head=2, n_embd=16)
+    model = nt.GPT(cfg, seed=3)
+    save_hf_gpt2(tmp_path, cfg, model.state_dict())
+    got, _ = cli_json(capsys, tmp_path, "--prompt", "Hello world", "--max-new-tokens", 4, "--temperature", 0)
+    assert got["ids"][:2] == [15496, 995]                 # GPT-2's ids of "Hello", " world"
+    assert got["ids"] == model.generate(np.array([[15496, 995]]), 4, temperature=0)[0].tolist()
+
+
 def test_cli_options_stream_no_cache_and_cropping(twins, tmp_path, capsys):
     numpy_model, _ = twins
     numpy_model.save(tmp_path)
