@@ -76,6 +76,8 @@ def note(text):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     twin = args.twin or ("torch" if importlib.util.find_spec("torch") else "numpy")
+    if args.device and twin != "torch":
+        raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the {twin} twin)")
     model, folder = load_model(args.model, twin)
     config = model.config
     tokenizer = tokenizer_for(config.vocab_size)
@@ -113,7 +115,7 @@ def main(argv=None):
     print(text_out.decode(b"", final=True) if args.stream else text, flush=True)
     if stream.refills:
         note(f"the context filled up: the cache was refilled {stream.refills} time(s)")
-    note(f"{len(new)} new tokens in {seconds:.2f} s: {tokens_per_s:.1f} tokens/s")
+    note(f"{len(new)} new tokens in {seconds:.2f} s (prefill included): {tokens_per_s:.1f} tokens/s")
     if args.json:
         print(json.dumps({"ids": prompt + new, "text": text, "tokens_per_s": tokens_per_s,
                           "prompt_tokens": len(prompt), "new_tokens": len(new), "seconds": seconds,

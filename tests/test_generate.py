@@ -293,6 +293,8 @@ def test_cli_bad_inputs(twins, tmp_path, capsys):
         sample.main([str(tmp_path), "--top-p", "2"])
     with pytest.raises(ValueError, match="empty prompt"):
         sample.main([str(tmp_path), "--prompt", ""])
+    with pytest.raises(ValueError, match="torch twin only"):
+        sample.main([str(tmp_path), "--twin", "numpy", "--device", "cpu"])
     with pytest.raises(FileNotFoundError, match="not a folder"):
         sample.main([str(tmp_path / "missing")])
     with pytest.raises(ValueError, match="no tokenizer for a vocabulary of 97"):
