@@ -362,3 +362,48 @@ def test_shakespeare_small_trains_once_then_loads_from_the_cache(tmp_path, monke
         np.testing.assert_array_equal(value, model.state_dict_numpy()[name])
     with pytest.raises(ValueError, match=r"twin must be one of \('numpy', 'torch'\), got 'jax'"):
         pretrained.shakespeare_small("jax")
+
+
+# ---- pieces of the GPU path that run anywhere ------------------------------------------------------
+def test_padded_vocabulary_gives_the_same_logits_and_gradients():
+    from lib.torch_twin.train import pad_vocab
+
+    model = tt.GPT(tiny(vocab_size=61), seed=2)              # 61 -> 64 rows inside the head
+    x = torch.tensor(batch(3, V=61)[0])
+    plain = model(x)
+    plain.square().sum().backward()
+    plain_grad = model.wte.weight.grad.clone()
+    model.zero_grad()
+    pad_vocab(model, multiple=64)
+    padded = model(x)
+    padded.square().sum().backward()
+    assert padded.shape == plain.shape == (4, 16, 61)
+    torch.testing.assert_close(padded, plain, rtol=0, atol=1e-6)  # zero rows change no sum; float32 order
+    torch.testing.assert_close(model.wte.weight.grad, plain_grad, rtol=0, atol=1e-5)
+    assert model.state_dict()["wte.weight"].shape == (61, 32)
+    del model.lm_head                                        # what Trainer.close() does
+    assert model(x).shape == (4, 16, 61)
+
+
+@pytest.mark.parametrize("capability, dtype, expected", [
+    ((9, 0), None, (torch.bfloat16, False)),                 # H100/H200: bf16, no scaler
+    ((8, 0), None, (torch.bfloat16, False)),                 # A100
+    ((7, 5), None, (torch.float16, True)),                   # T4: fp16 with a gradient scaler
+    ((7, 5), "float32", (None, False)),
+])
+def test_precision_follows_compute_capability(capability, dtype, expected, monkeypatch):
+    from lib.torch_twin.train import precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert precision(torch.device("cuda"), dtype) == expected
+
+
+def test_precision_on_the_cpu_is_float32_and_refuses_half():
+    from lib.torch_twin.train import precision
+
+    assert precision(torch.device("cpu"), None) == (None, False)
+    with pytest.raises(ValueError, match="dtype='float16' needs a CUDA device"):
+        precision(torch.device("cpu"), "float16")
+    with pytest.raises(ValueError, match="dtype must be 'float32', 'bfloat16' or 'float16'"):
+        precision(torch.device("cpu"), "fp8")
