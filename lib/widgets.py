@@ -409,7 +409,7 @@ def attention_html(att, labels, layer, head):
     att: (L, H, T, T) for the whole prompt."""
     weights = att[layer, head]                               # (T, T)
     T = weights.shape[0]
-    cell = int(np.clip(560 // T, 2, 22))                     # pixels per weight
+    cell = int(np.clip(640 // T, 2, 22))                     # pixels per weight
     labels = "".join(f"<span>{html.escape(t)}</span>" for t in labels)
     size = f"--cell: {cell}px; font-size: {min(cell - 1, 13) if cell >= 8 else 0}px"  # no labels below 8 px
     t = np.arange(1, T)

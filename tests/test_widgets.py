@@ -178,7 +178,7 @@ def test_long_prompts_are_cropped_as_generation_crops_them(model):
     np.testing.assert_array_equal(ids[0], TOK.encode(text)[-64:])
     assert "80 tokens" in note and "last 64" in note
     w = widgets.attention_viewer(model, TOK, text, live=False)
-    assert "last 64 tokens" in w.html and f'width="{64 * 8}"' in w.html   # 64 x 64 weights, 8 px each
+    assert "last 64 tokens" in w.html and f'width="{64 * 10}"' in w.html  # 64 x 64 weights, 10 px each
 
 
 # ---- the live widgets: bad input is a message, never a traceback ----------------------------------
@@ -216,5 +216,5 @@ def test_live_attention_viewer(model):
     assert "empty" in w.message.value and w.view.value == ""
     c["prompt"].value = "b" * 70
     assert "70 tokens" in w.message.value and "layer 2, head 3" in w.view.value
-    assert f'width="{64 * 8}"' in w.view.value
+    assert f'width="{64 * 10}"' in w.view.value
     assert "gptw-live" in w.live._dom_classes
