@@ -38,6 +38,10 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# The small model trained on Shakespeare that chapters 3, 5, 6 and the widgets use: trained once
+# here (about a minute on 2 cores) and cached, so that no notebook pays for it.
+"$PY" -c "import lib.pretrained as p; print('install.sh: small Shakespeare model in', p.shakespeare_small_folder())"
+
 # The book's offline assets (require.js, the widget manager, MathJax, fonts) from npm.
 "$PY" tools/fetch_assets.py
 echo "install.sh: done"
