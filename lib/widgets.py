@@ -28,6 +28,7 @@ import base64
 import html
 import io
 import json
+import numbers
 import uuid
 
 import numpy as np
@@ -438,8 +439,9 @@ class AttentionViewer(_Widget):
     def __init__(self, model, tokenizer, prompt, layer=0, head=0, live=None):
         self.model, self.tokenizer = model, tokenizer
         L, H = model.config.n_layer, model.config.n_head
-        if not (0 <= layer < L and 0 <= head < H):
-            raise ValueError(f"layer={layer}, head={head}: expected 0 <= layer < {L} and 0 <= head < {H}")
+        if not all(isinstance(i, numbers.Integral) for i in (layer, head)) or not (0 <= layer < L and 0 <= head < H):
+            raise ValueError(f"layer={layer!r}, head={head!r}: expected integers 0 <= layer < {L} and 0 <= head < {H}")
+        layer, head = int(layer), int(head)                  # numpy integers too (np.unravel_index gives them)
         att, labels, note = prompt_attention(model, tokenizer, prompt)
         views = [(attention_html(att, labels, l, h),) for l in range(L) for h in range(H)]
         controls = [("layer", "select", [str(l) for l in range(L)]), ("head", "select", [str(h) for h in range(H)])]

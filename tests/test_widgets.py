@@ -168,6 +168,8 @@ def test_static_widgets_refuse_an_empty_prompt(model):
         widgets.attention_viewer(model, TOK, "", live=False)
     with pytest.raises(ValueError, match="layer=4"):
         widgets.attention_viewer(model, TOK, PROMPT, layer=4, live=False)
+    with pytest.raises(ValueError, match="head=1.5"):
+        widgets.attention_viewer(model, TOK, PROMPT, head=1.5, live=False)
     with pytest.raises(ValueError, match="temperature=0.3"):
         widgets.temperature_widget(model, TOK, PROMPT, temperature=0.3, live=False)
 
@@ -205,7 +207,7 @@ def test_live_temperature_widget(model):
 
 
 def test_live_attention_viewer(model):
-    w = widgets.attention_viewer(model, TOK, PROMPT, live=True)
+    w = widgets.attention_viewer(model, TOK, PROMPT, layer=np.int64(0), live=True)   # as np.unravel_index gives
     c = w.controls
     assert w.message.value == "" and "layer 0, head 0" in w.view.value
     c["head"].value = 3
