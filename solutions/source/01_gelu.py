@@ -260,11 +260,12 @@ CELLS = [
     """),
     code('''
     from lib.data import load_corpus
+    from lib.numpy_twin import GPT
     from lib.train import train
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
     settings = dict(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4, warmup_iters=50,
-                    eval_interval=STEPS, eval_iters=20, seed=0)
+                    eval_interval=100, eval_iters=20, seed=0)
     relu_history = train(GPT(CONFIG, seed=0), train_ids, val_ids, **settings)
     '''),
     uses('''

@@ -103,7 +103,7 @@ CELLS = [
     CONFIG = GPTConfig.small(n_ctx=256)
     NEW_TOKENS = 200
     model = GPT(CONFIG, seed=0, dtype=np.float64)
-    prompt = np.frombuffer(b"ROMEO:\\nBut soft, what light", np.uint8).astype(np.int64)[None]  # (1, 26) bytes
+    prompt = np.frombuffer(b"ROMEO:\\nBut soft, what light", np.uint8).astype(np.int64)[None]  # (1, T): bytes as ids
     print(f"{CONFIG.n_layer} layers, {CONFIG.n_embd} wide, context {CONFIG.n_ctx}; prompt of {prompt.shape[1]} tokens")
     '''),
     md(r"""
@@ -204,7 +204,7 @@ CELLS = [
 
 
     runs = {}
-    for name, generate in (("no cache", generate_nocache), ("KV cache", generate_cached)):
+    for name, generate in (("KV cache", generate_cached), ("no cache", generate_nocache)):
         timed = Timed(model)
         tokens = generate(timed, prompt, NEW_TOKENS)
         runs[name] = (tokens, np.array(timed.seconds))

@@ -246,7 +246,9 @@ CELLS = [
     md("""
     Read the three samples side by side, with the probability each filter removed per step (printed
     above). With a vocabulary of only 256 bytes, 50 tokens are a fifth of all there are, so top-k 50
-    removes only the far tail, and its sample reads much like the unfiltered one. Top-p 0.95 removes
+    removes only the far tail. With the same seed, its sample can differ from the unfiltered one only
+    where a uniform draw falls within that sliver of probability, so the two may match letter for
+    letter. Top-p 0.95 removes
     at most 5% at each step, and where the model is confident (inside a word) it keeps only one or
     two bytes, which is exactly where a stray byte would make a misspelling. With GPT-2's 50,257 tokens the two filters differ more: a
     fixed 50 can be far too many choices after a phrase with one obvious continuation and far too few

@@ -241,7 +241,9 @@ CELLS = [
     upward while the training loss keeps falling, which takes a much longer run on a corpus this size.
 
     The log scale stretches the bottom of the curve: the slower middle and the plateau, squeezed into
-    a thin band on the linear plot, become readable.
+    a thin band on the linear plot, become readable. Note how the smoothed curve trails the raw one
+    during the fast drop: a trailing mean of 50 steps describes, on average, the model of 25 steps
+    earlier, so the boundaries it finds come a little after the bends a reader sees in the raw losses.
 
     ## Going further
 
