@@ -454,8 +454,10 @@ class AttentionViewer(_Widget):
         import ipywidgets as w
         L, H = self.model.config.n_layer, self.model.config.n_head
         self.controls = {"prompt": w.Textarea(value=prompt, description="prompt", continuous_update=False),
-                         "layer": w.Dropdown(options=range(L), value=layer, description="layer"),
-                         "head": w.Dropdown(options=range(H), value=head, description="head")}
+                         "layer": w.Dropdown(options=range(L), value=layer, description="layer",
+                                             layout=w.Layout(width="160px")),
+                         "head": w.Dropdown(options=range(H), value=head, description="head",
+                                            layout=w.Layout(width="160px"))}
         self.message, self.view = w.HTML(), w.HTML()
         self.controls["prompt"].observe(self.refresh, names="value")
         self.controls["layer"].observe(self.redraw, names="value")
