@@ -9,6 +9,12 @@ every weight once (all blocks, the tied head, one row of wpe) and does little ar
 byte, so tokens/s <= read bandwidth / weight bytes. Bandwidth: the fastest of a few plain reads
 of a 512 MiB array (numpy sum, torch sum, and a matrix-vector product through each library's
 BLAS, which is what decoding does). Last line: one JSON object.
+
+On a busy shared machine wall-clock figures mostly measure the other processes (threads that
+wait for a core stall everyone). `--cpu-time` then times with the process's CPU clock instead;
+it needs one thread per library, so run it as
+`OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 python -m lib.bench decode --cpu-time`:
+tokens per CPU-second, bandwidth and bound on that same clock.
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ TARGETS = {"torch cache / transformers": 1.4, "numpy cache / transformers": 1.2,
            "numpy cache / no cache": 4.0, "torch cache / no cache": 4.0}
 
 
-def read_bandwidth(n_bytes=512 * 2**20, reps=5) -> dict[str, float]:
+def read_bandwidth(clock, n_bytes=512 * 2**20, reps=5) -> dict[str, float]:
     """GB/s of a few ways to read n_bytes once (best of reps each)."""
     a = np.ones(n_bytes // 4, np.float32)                    # (N,)
     W = a.reshape(8192, -1)                                  # (8192, N / 8192)
@@ -41,15 +47,15 @@ def read_bandwidth(n_bytes=512 * 2**20, reps=5) -> dict[str, float]:
     out = {}
     for name, read in ways.items():
         read()
-        best = min(_seconds(read) for _ in range(reps))
+        best = min(_seconds(read, clock) for _ in range(reps))
         out[name] = n_bytes / best / 1e9
     return out
 
 
-def _seconds(fn) -> float:
-    t0 = time.perf_counter()
+def _seconds(fn, clock) -> float:
+    t0 = clock()
     fn()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def weight_bytes_per_token(cfg: GPTConfig, itemsize=4) -> int:
@@ -105,7 +111,12 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3, help="timed runs of each cached contender and transformers")
     p.add_argument("--no-cache-reps", type=int, default=1, help="timed runs of each uncached contender (0: skip)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cpu-time", action="store_true", help="time with the CPU clock, one thread (busy machines)")
     args = p.parse_args(argv)
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    if args.cpu_time and (torch.get_num_threads() != 1 or os.environ.get("OPENBLAS_NUM_THREADS") != "1"):
+        p.error("--cpu-time needs one thread per library: set OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 "
+                "MKL_NUM_THREADS=1 in the environment")
 
     cfg = GPTConfig.preset(args.preset)
     if args.prompt < 1 or args.new < 1 or args.prompt + args.new > cfg.n_ctx:
@@ -114,7 +125,7 @@ def main(argv=None):
     load_before = os.getloadavg()
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), numpy {np.__version__}, "
           f"{os.cpu_count()} CPUs, load average {load_before[0]:.1f}")
-    bandwidth = read_bandwidth()
+    bandwidth = read_bandwidth(clock)
     best_bw = max(bandwidth.values())
     w_bytes = weight_bytes_per_token(cfg)
     bound = best_bw * 1e9 / w_bytes
@@ -133,20 +144,21 @@ def main(argv=None):
         runs[name](idx, 2)                                   # warm-up: allocation, BLAS threads
     for _ in range(args.reps):
         for name in fast:
-            t0 = time.perf_counter()
+            t0 = clock()
             outputs[name] = runs[name](idx, args.new)
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(clock() - t0)
     for _ in range(args.no_cache_reps):
         for name in slow:
-            t0 = time.perf_counter()
+            t0 = clock()
             outputs[name] = runs[name](idx, args.new)
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(clock() - t0)
     for name, out in outputs.items():
         assert out.shape == (1, args.prompt + args.new), (name, out.shape)
 
     tok_s = {name: args.new / statistics.median(t) for name, t in times.items()}
     best = {name: args.new / min(t) for name, t in times.items()}
-    print(f"\n{cfg.n_layer} layers, batch 1, {args.prompt}-token prompt, {args.new} new tokens, float32, greedy")
+    unit = "tokens per CPU-second, one thread" if args.cpu_time else "tokens per second"
+    print(f"\n{cfg.n_layer} layers, batch 1, {args.prompt}-token prompt, {args.new} new tokens, float32, greedy; {unit}")
     print(f"{'contender':<16} {'tokens/s':>9} {'best':>7} {'% of bound':>11} {'runs':>5} {'same tokens as transformers':>28}")
     for name in times:
         same = agreement(outputs[name][:, args.prompt:], outputs["transformers"][:, args.prompt:])
@@ -167,7 +179,8 @@ def main(argv=None):
               f"figures are noisy")
     gpu = "not measured: no CUDA device" if not torch.cuda.is_available() else "not measured by this benchmark"
     print(f"GPU (bf16, on-device sampling): {gpu}")
-    print(json.dumps({"benchmark": "decode", "preset": args.preset, "prompt_tokens": args.prompt,
+    print(json.dumps({"benchmark": "decode", "clock": "cpu, one thread" if args.cpu_time else "wall",
+                      "preset": args.preset, "prompt_tokens": args.prompt,
                       "new_tokens": args.new, "tokens_per_s": tok_s, "best_tokens_per_s": best,
                       "bandwidth_gb_s": bandwidth, "weight_bytes_per_token": w_bytes, "bound_tokens_per_s": bound,
                       "percent_of_bound": {k: 100 * v / bound for k, v in tok_s.items()},
