@@ -18,8 +18,9 @@ from pathlib import Path
 from .assets import cache_dir
 from .config import GPTConfig
 
-# nanoGPT's Shakespeare-on-a-CPU settings (its README), at byte level; val loss ~1.8 (see lib.bench train)
-RECIPE = dict(max_iters=2000, batch_size=12, lr=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1,
+# nanoGPT's Shakespeare-on-a-CPU settings (its README) at byte level, with the peak learning rate
+# doubled: on this corpus 1e-3 ends at validation loss 1.866, 2e-3 at 1.781 (torch twin; lib.bench train)
+RECIPE = dict(max_iters=2000, batch_size=12, lr=2e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1,
               betas=(0.9, 0.99), grad_clip=1.0, eval_interval=250, eval_iters=20, seed=1337)
 TWINS = ("numpy", "torch")
 

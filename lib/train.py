@@ -84,13 +84,15 @@ def new_history(tokens_per_step):
 
 
 def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, block_size=None, grad_accum=1,
-          lr=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
+          lr=2e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
           eval_interval=250, eval_iters=20, seed=1337, out=None, resume=False, checkpoint_interval=None,
           device=None, dtype=None, compile=False, progress=True, callback=None):
     """Pretrain `model` (either twin) on next-token prediction and return its loss history.
 
     train_data, val_data: 1-D token-id arrays (e.g. from `lib.data.load_corpus`). block_size
-    defaults to the model's context. batch_size is per micro-batch and per process.
+    defaults to the model's context. batch_size is per micro-batch and per process. The other
+    defaults are the small preset's recipe (`lib.pretrained.RECIPE`); a GPT-2-sized model wants a
+    lower peak rate (the GPT-3 paper used 6e-4 for its 125M model).
     Validation: at step 0, every `eval_interval` steps and at the end, the mean loss on the
     same `eval_iters` batches of val_data (and of train_data, as `eval_train_loss`), each of
     batch_size windows per process.
