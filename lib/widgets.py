@@ -211,10 +211,16 @@ def _in_kernel():
     return getattr(get_ipython(), "kernel", None) is not None
 
 
-def _live_box(controls, outputs):
+def _live_box(controls, labels, outputs, vertical):
+    """The live widget: a note, the controls (each after its label, in a column or a row), the
+    outputs. The labels are HTML widgets, not ipywidgets `description`s: ipywidgets typesets a
+    description with MathJax 2's API, which raises on a book page that loads MathJax 3."""
     import ipywidgets as w
+    rows = [w.HBox([w.HTML(f'<span style="display: inline-block; min-width: 7em">{html.escape(label)}</span>'),
+                    control]) for label, control in zip(labels, controls)]
     box = w.VBox([w.HTML(STYLE + '<div class="gptw-note">Live: runs the model for any prompt '
-                         "and setting (needs a running kernel).</div>"), w.HBox(controls), *outputs])
+                         "and setting (needs a running kernel).</div>"),
+                  w.VBox(rows) if vertical else w.HBox(rows), *outputs])
     box.add_class("gptw-live")
     return box
 
@@ -338,22 +344,19 @@ class TemperatureWidget(_Widget):
     def _live(self, prompt, temperature, seed):
         import ipywidgets as w
         V = self.model.config.vocab_size
-        label = dict(style={"description_width": "100px"})
         self.controls = {
-            "prompt": w.Textarea(value=prompt, description="prompt", continuous_update=False, **label),
-            "temperature": w.FloatSlider(value=temperature, min=0, max=2, step=0.05, description="temperature",
-                                         continuous_update=False, **label),
-            "top_k": w.IntSlider(value=0, min=0, max=min(V, 100), description="top-k (0 off)",
-                                 continuous_update=False, **label),
-            "top_p": w.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 off)",
-                                   continuous_update=False, **label),
-            "seed": w.BoundedIntText(value=seed, min=0, max=2**31 - 1, description="seed", **label),
+            "prompt": w.Textarea(value=prompt, continuous_update=False),
+            "temperature": w.FloatSlider(value=temperature, min=0, max=2, step=0.05, continuous_update=False),
+            "top_k": w.IntSlider(value=0, min=0, max=min(V, 100), continuous_update=False),
+            "top_p": w.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, continuous_update=False),
+            "seed": w.BoundedIntText(value=seed, min=0, max=2**31 - 1),
         }
+        labels = ["prompt", "temperature", "top-k (0: off)", "top-p (1: off)", "seed"]
         self.message, self.view, self.sample = w.HTML(), w.HTML(), w.HTML()
         for control in self.controls.values():
             control.observe(self.refresh, names="value")
         self.refresh()
-        return _live_box([w.VBox(list(self.controls.values()))], [self.message, self.view, self.sample])
+        return _live_box(self.controls.values(), labels, [self.message, self.view, self.sample], vertical=True)
 
     def refresh(self, change=None):
         """Run the model for the live controls' values; a bad prompt becomes a message."""
@@ -453,17 +456,16 @@ class AttentionViewer(_Widget):
     def _live(self, prompt, layer, head):
         import ipywidgets as w
         L, H = self.model.config.n_layer, self.model.config.n_head
-        self.controls = {"prompt": w.Textarea(value=prompt, description="prompt", continuous_update=False),
-                         "layer": w.Dropdown(options=range(L), value=layer, description="layer",
-                                             layout=w.Layout(width="160px")),
-                         "head": w.Dropdown(options=range(H), value=head, description="head",
-                                            layout=w.Layout(width="160px"))}
+        self.controls = {"prompt": w.Textarea(value=prompt, continuous_update=False),
+                         "layer": w.Dropdown(options=range(L), value=layer, layout=w.Layout(width="70px")),
+                         "head": w.Dropdown(options=range(H), value=head, layout=w.Layout(width="70px"))}
         self.message, self.view = w.HTML(), w.HTML()
         self.controls["prompt"].observe(self.refresh, names="value")
         self.controls["layer"].observe(self.redraw, names="value")
         self.controls["head"].observe(self.redraw, names="value")
         self.refresh()
-        return _live_box(list(self.controls.values()), [self.message, self.view])
+        return _live_box(self.controls.values(), ["prompt", "layer", "head"], [self.message, self.view],
+                         vertical=False)
 
     def refresh(self, change=None):
         """Run the model on the live prompt; a bad prompt becomes a message."""

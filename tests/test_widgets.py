@@ -220,3 +220,20 @@ def test_live_attention_viewer(model):
     assert "70 tokens" in w.message.value and "layer 2, head 3" in w.view.value
     assert f'width="{64 * 10}"' in w.view.value
     assert "gptw-live" in w.live._dom_classes
+
+
+def test_live_widgets_never_ask_mathjax_to_typeset(model):
+    """ipywidgets typesets descriptions, Labels and HTMLMath with MathJax 2's API
+    (MathJax.Hub.Queue), an uncaught exception on a book page that loads MathJax 3."""
+    import ipywidgets
+
+    def tree(widget):
+        yield widget
+        for child in getattr(widget, "children", ()):
+            yield from tree(child)
+
+    for w in (widgets.attention_viewer(model, TOK, PROMPT, live=True),
+              widgets.temperature_widget(model, TOK, PROMPT, n_tokens=4, live=True)):
+        for part in tree(w.live):
+            assert not getattr(part, "description", ""), part
+            assert not isinstance(part, (ipywidgets.Label, ipywidgets.HTMLMath)), part
