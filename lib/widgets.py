@@ -216,8 +216,9 @@ def _live_box(controls, labels, outputs, vertical):
     outputs. The labels are HTML widgets, not ipywidgets `description`s: ipywidgets typesets a
     description with MathJax 2's API, which raises on a book page that loads MathJax 3."""
     import ipywidgets as w
-    rows = [w.HBox([w.HTML(f'<span style="display: inline-block; min-width: 7em">{html.escape(label)}</span>'),
-                    control]) for label, control in zip(labels, controls)]
+    width = "7em" if vertical else "0"                       # labels aligned in a column
+    rows = [w.HBox([w.HTML(f'<span style="display: inline-block; min-width: {width}; margin: 0 6px 0 12px">'
+                           f"{html.escape(label)}</span>"), control]) for label, control in zip(labels, controls)]
     box = w.VBox([w.HTML(STYLE + '<div class="gptw-note">Live: runs the model for any prompt '
                          "and setting (needs a running kernel).</div>"),
                   w.VBox(rows) if vertical else w.HBox(rows), *outputs])
