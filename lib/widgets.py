@@ -33,7 +33,8 @@ import uuid
 
 import numpy as np
 
-from .sampling import check_sampling, draw, filtered_probs
+from . import sampling
+from .sampling import check_sampling, filtered_probs
 
 TEMPERATURES = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)  # the static widget's slider
 TOP_KS = (None, 40, 5)                                            # None: no top-k cut
@@ -275,32 +276,35 @@ def sample_html(tokenizer, prompt_ids, new_ids):
 
 class SettingsSampler:
     """Samples row i of a batch with its own settings[i] = (temperature, top_k, top_p), through
-    lib.sampling's steps. Every row uses the same uniform number at each step, from one
-    Generator seeded as lib.sampling.Sampler's: row i picks exactly the tokens that
+    the sampling steps of the logits' twin (lib.sampling's for numpy arrays, the torch twin's
+    on-device versions for tensors). Every row uses the same uniform number at each step, from
+    one Generator seeded as lib.sampling.Sampler's: row i picks exactly the tokens that
     `model.generate(prompt, n, temperature=..., top_k=..., top_p=..., seed=seed)` picks, and two
-    rows differ only because their settings do. `__call__` takes either twin's logits (B, V)."""
+    rows differ only because their settings do."""
 
     def __init__(self, settings, seed):
         for t, k, p in settings:
             check_sampling(t, k, p)
         self.rng = np.random.default_rng(seed)
-        self.greedy = np.array([t == 0 for t, _, _ in settings])             # (B,)
         temperature = np.array([t if t else 1.0 for t, _, _ in settings])     # (B,), 1 for greedy rows
         self.groups = []                                     # rows sharing a cut: (k, p, rows, their T)
         for k, p in dict.fromkeys((k, p) for t, k, p in settings if t):
             rows = np.array([i for i, (t, k2, p2) in enumerate(settings) if t and (k2, p2) == (k, p)])
             self.groups.append((k, p, rows, temperature[rows, None]))
 
-    def __call__(self, logits):                              # (B, V) -> (B,) ids
-        host = _numpy(logits)
-        ids = host.argmax(axis=-1)                           # (B,): greedy rows keep these
-        u = self.rng.random(1)                               # (1,), as a one-row Sampler draws it
-        for k, p, rows, temperature in self.groups:
-            z = np.asarray(host[rows], np.float64) / temperature             # (b, V), as Sampler divides
-            ids[rows] = draw(filtered_probs(z, 1.0, k, p), np.repeat(u, len(rows)))
-        if hasattr(logits, "cpu"):                           # a tensor: back to the model's device
+    def __call__(self, logits):                              # (B, V) -> (B,) ids, same twin
+        if hasattr(logits, "cpu"):                           # torch: its steps, on the logits' device
             import torch
-            return torch.as_tensor(ids, device=logits.device)
+            from .torch_twin import generate as steps
+            z64, like = logits.double(), (lambda a: torch.as_tensor(a, device=logits.device))
+        else:
+            steps = sampling
+            z64, like = np.asarray(logits, np.float64), np.asarray
+        ids = logits.argmax(-1)                              # (B,): greedy rows keep these
+        u = self.rng.random(1)                               # (1,), as a one-row sampler draws it
+        for k, p, rows, temperature in self.groups:
+            z = z64[like(rows)] / like(temperature)          # (b, V): as the samplers divide
+            ids[like(rows)] = steps.draw(steps.filtered_probs(z, 1.0, k, p), like(np.repeat(u, len(rows))))
         return ids
 
 

@@ -96,6 +96,18 @@ def test_each_row_samples_what_generate_samples_in_torch():
         np.testing.assert_array_equal(row, alone[0, ids.shape[1]:].numpy())
 
 
+def test_both_widgets_run_the_torch_twin():
+    pytest.importorskip("torch")
+    from lib import torch_twin as tt
+    model = tt.GPT(CONFIG, seed=0)
+    viewer = widgets.attention_viewer(model, TOK, PROMPT, live=True)
+    check_contract(viewer.html, initial=[0, 0])
+    assert viewer.message.value == "" and "layer 0, head 0" in viewer.view.value
+    temperature = widgets.temperature_widget(model, TOK, PROMPT, n_tokens=4, live=True)
+    check_contract(temperature.html, initial=[widgets.TEMPERATURES.index(1.0), 0, 0])
+    assert temperature.message.value == "" and PROMPT.split()[-1] in temperature.sample.value
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="top_p"):
         widgets.SettingsSampler([(1.0, None, 1.5)], seed=0)
