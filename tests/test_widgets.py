@@ -249,3 +249,46 @@ def test_live_widgets_never_ask_mathjax_to_typeset(model):
         for part in tree(w.live):
             assert not getattr(part, "description", ""), part
             assert not isinstance(part, (ipywidgets.Label, ipywidgets.HTMLMath)), part
+
+
+# ---- the static widget's script, in a real browser -------------------------------------------------
+from test_browser import ICON, Server, browser, context  # noqa: E402,F401  (the browser test's Chromium)
+
+SHOW_POSITIONS = """([positions, expected]) => {
+  const root = document.querySelector(".gpt-widget");
+  const controls = root.querySelectorAll("[data-widget-control]");
+  const normal = html => { const d = document.createElement("div"); d.innerHTML = html; return d.innerHTML; };
+  return positions.map((position, n) => {
+    controls.forEach((control, j) => {
+      control.value = String(position[j]);
+      control.dispatchEvent(new Event(control.tagName === "SELECT" ? "change" : "input"));
+    });
+    const shown = Array.from(root.querySelectorAll("[data-widget-output]")).map(o => o.innerHTML);
+    return JSON.stringify(shown) === JSON.stringify(expected[n].map(normal));
+  });
+}"""
+
+
+def test_the_script_shows_the_view_of_every_control_position(model, context, tmp_path):
+    import itertools
+    pages = {"attention": widgets.attention_viewer(model, TOK, PROMPT, live=False).html,
+             "temperature": widgets.temperature_widget(model, TOK, PROMPT, n_tokens=6, live=False).html}
+    for name, body in pages.items():
+        (tmp_path / f"{name}.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'>{ICON}</head>"
+                                                f"<body>{body}</body></html>")
+    server = Server(tmp_path)
+    try:
+        for name, body in pages.items():
+            data = widget_data(body)
+            positions = list(itertools.product(*(range(len(options)) for options in data["labels"])))
+            expected = [data["views"][data["index"][flat(p, data["labels"])]] for p in positions]
+            page = context.new_page()
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.url + f"{name}.html")
+            shown = page.evaluate(SHOW_POSITIONS, [positions, expected])
+            page.close()
+            assert errors == [] and len(shown) == len(positions)
+            assert all(shown), [p for p, ok in zip(positions, shown) if not ok][:5]
+    finally:
+        server.close()
