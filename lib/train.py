@@ -138,7 +138,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
                     for _ in range(eval_iters)]
              for name, data in (("train", train_data), ("val", val_data)) if data is not None}
     bar = tqdm(total=max_iters, initial=start, disable=not (progress and main), desc=f"training ({twin})",
-               unit="step", dynamic_ncols=True)
+               unit="step", dynamic_ncols=True, mininterval=1.0)   # few redraws: each is a kernel message
     wall, seconds_before = time.perf_counter(), history["seconds"]
     try:
         for step in range(start, max_iters + 1):

@@ -89,8 +89,9 @@ def html_pages(html):
 
 
 def resolve(page, url, html):
-    """The local file url points at from page (None for an external or a mail link)."""
-    if is_external(url):
+    """The local file url points at from page (None for an external link, a mail link or a
+    data: URI, whose content is inline)."""
+    if is_external(url) or urlsplit(url).scheme == "data":
         return None
     target = unquote(urlsplit(url).path)
     if not target:
