@@ -38,12 +38,14 @@ TEXT_VOCAB = 256                     # bytes
 N_SPECIAL = 3                        # start, delimiter, classify: ids TEXT_VOCAB, +1, +2
 
 # The model pre-trained for each split, and how (lib.train.train's options).
-PRETRAIN_CONFIG = GPTConfig(vocab_size=TEXT_VOCAB, n_ctx=128, n_layer=4, n_head=4, n_embd=128)
-PRETRAIN = dict(max_iters=1000, batch_size=16, lr=1e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1,
+# Sized for a 2-core CPU: the whole experiment (4 pre-trainings, 16 fine-tunings) takes about
+# 11 minutes there, once; a GPU takes well under one.
+PRETRAIN_CONFIG = GPTConfig(vocab_size=TEXT_VOCAB, n_ctx=128, n_layer=4, n_head=4, n_embd=64)
+PRETRAIN = dict(max_iters=1000, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1,
                 betas=(0.9, 0.99), grad_clip=1.0, seed=1337)
 # The task's data and the fine-tuning (the same for the pre-trained and the fresh model).
 TASK = dict(segment_len=60, train_per_play=48, test_per_play=64)
-FINETUNE = dict(epochs=3, batch_size=32, lr=5e-4, warmup_frac=0.1, weight_decay=0.01, grad_clip=1.0, seed=0)
+FINETUNE = dict(epochs=3, batch_size=32, lr=1e-3, warmup_frac=0.1, weight_decay=0.01, grad_clip=1.0, seed=0)
 
 
 def special_ids(text_vocab=TEXT_VOCAB):
@@ -143,9 +145,9 @@ def pretraining_text(fold, n_folds=4):
     return "\n".join(plays[s]["text"] for s in split(fold, n_folds)[0])
 
 
-def pretrained_folder(fold, n_folds=4, config=PRETRAIN_CONFIG, recipe=None, progress=True):
+def pretrained_folder(fold, n_folds=4, config=PRETRAIN_CONFIG, recipe=None, progress=True, device="cpu"):
     """The folder of the model pre-trained (next-byte prediction) on the text of split `fold`'s
-    training plays only; trained on first use (torch twin when installed) and cached."""
+    training plays only; trained on first use (torch twin when installed, on `device`) and cached."""
     from .train import train, write_history
 
     recipe = {**PRETRAIN, **(recipe or {})}
@@ -157,7 +159,7 @@ def pretrained_folder(fold, n_folds=4, config=PRETRAIN_CONFIG, recipe=None, prog
             print(f"Pre-training for split {fold} once ({twin} twin, {recipe['max_iters']} steps); "
                   f"cached in {folder}")
         model = importlib.import_module(f"lib.{twin}_twin").GPT(config, seed=recipe["seed"])
-        history = train(model, ids.astype(np.uint16), None, device="cpu" if twin == "torch" else None,
+        history = train(model, ids.astype(np.uint16), None, device=device if twin == "torch" else None,
                         progress=progress, **recipe)
         model.save(folder)                                   # atomic: a complete folder or none
         write_history(folder, history)
@@ -193,7 +195,7 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, epochs=3, batch_size=32, 
     optimizer = twin.make_optimizer(model, head, lr, weight_decay)
     rng = np.random.default_rng(seed)
     history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
-    with tqdm(total=total, disable=not progress, desc="fine-tuning", unit="step") as bar:
+    with tqdm(total=total, disable=not progress, desc="fine-tuning", unit="step", mininterval=1.0) as bar:
         for epoch in range(epochs):
             order = rng.permutation(len(x))
             for i in range(steps_per_epoch):
@@ -223,10 +225,11 @@ def accuracy(model, head, x, labels):
 VARIANTS = (("pretrained", 0.5), ("pretrained", 0.0), ("scratch", 0.5), ("scratch", 0.0))
 
 
-def genre_experiment(n_folds=4, config=PRETRAIN_CONFIG, pretrain=None, task=None, finetuning=None, progress=True):
+def genre_experiment(n_folds=4, config=PRETRAIN_CONFIG, pretrain=None, task=None, finetuning=None, progress=True,
+                     device="cpu"):
     """For each split: the majority-class baseline and the test accuracy after fine-tuning, for
     each of VARIANTS (initial weights: the split's pre-trained model or a fresh one of the same
-    shape; lm_weight 0.5 or 0). Runs with the torch twin; cached as JSON by its settings.
+    shape; lm_weight 0.5 or 0). Runs with the torch twin on `device`; cached as JSON by its settings.
 
     Returns {"settings": ..., "rows": [{"split", "test_plays", "n_train", "n_test", "majority",
     "pretrained+L1", "pretrained", "scratch+L1", "scratch"}, ...]}."""
@@ -247,9 +250,10 @@ def genre_experiment(n_folds=4, config=PRETRAIN_CONFIG, pretrain=None, task=None
         row = dict(split=fold, test_plays=test_slugs, n_train=len(x), n_test=len(x_test),
                    majority=majority_baseline(y, y_test))
         for init, lm_weight in VARIANTS:
-            start = (pretrained(fold, n_folds, config=config, recipe=pretrain, progress=progress)
+            start = (pretrained(fold, n_folds, config=config, recipe=pretrain, progress=progress, device=device)
                      if init == "pretrained" else GPT(config, seed=settings["pretrain"]["seed"]))
-            model, head = classifier(start, seed=finetuning["seed"])
+            model, head = classifier(start.to(device), seed=finetuning["seed"])
+            head.to(device)
             finetune(model, head, x, y, lm_weight=lm_weight, progress=progress, **finetuning)
             row[init + ("+L1" if lm_weight else "")] = accuracy(model, head, x_test, y_test)
         rows.append(row)
@@ -258,3 +262,36 @@ def genre_experiment(n_folds=4, config=PRETRAIN_CONFIG, pretrain=None, task=None
     path.with_suffix(".tmp").write_text(json.dumps(result, indent=1))
     path.with_suffix(".tmp").replace(path)
     return result
+
+
+COLUMNS = ("majority", "scratch", "scratch+L1", "pretrained", "pretrained+L1")
+
+
+def accuracy_table(result):
+    """(splits, len(COLUMNS)) array of test accuracies from a `genre_experiment` result."""
+    return np.array([[row[c] for c in COLUMNS] for row in result["rows"]])
+
+
+def format_table(result):
+    """The accuracies as text: one row per split, then the mean and the standard deviation."""
+    table = accuracy_table(result)
+    lines = [f"{'split':>7s}" + "".join(f"{c:>15s}" for c in COLUMNS)]
+    lines += [f"{row['split']:>7d}" + "".join(f"{a:15.3f}" for a in accs) for row, accs in zip(result["rows"], table)]
+    lines.append(f"{'mean':>7s}" + "".join(f"{m:15.3f}" for m in table.mean(axis=0)))
+    lines.append(f"{'std':>7s}" + "".join(f"{s:15.3f}" for s in table.std(axis=0, ddof=1)))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m lib.finetune", description=(
+        "Run chapter 7's genre experiment (pre-training per split, then 4 fine-tuning runs per split) or "
+        "read it from the cache, and print its table of test accuracies."))
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    args = parser.parse_args(argv)
+    print(format_table(genre_experiment(device=args.device)))
+
+
+if __name__ == "__main__":
+    main()

@@ -192,3 +192,14 @@ def test_pretrained_is_trained_once_and_cached(tmp_path, monkeypatch):
     assert ft.pretrained_folder(2, **options) != folder                  # another split, another model
     model = ft.pretrained(1, twin="numpy", **options)
     assert model.config == tiny(n_ctx=16)
+
+
+def test_accuracy_table_and_its_text():
+    rows = [{"split": k, "majority": 0.3, "scratch": 0.30 + 0.01 * k, "scratch+L1": 0.31, "pretrained": 0.4,
+             "pretrained+L1": 0.5} for k in range(4)]
+    table = ft.accuracy_table({"rows": rows})
+    assert table.shape == (4, 5) and np.allclose(table[:, 1], [0.30, 0.31, 0.32, 0.33])
+    lines = ft.format_table({"rows": rows}).splitlines()
+    assert lines[0].split() == ["split", *ft.COLUMNS] and len(lines) == 1 + 4 + 2
+    assert lines[-2].split() == ["mean", "0.300", "0.315", "0.310", "0.400", "0.500"]
+    assert lines[-1].split()[:3] == ["std", "0.000", "0.013"]        # sample standard deviation (ddof=1)
