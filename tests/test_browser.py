@@ -143,7 +143,11 @@ def check_rendering(page):
         except Exception:
             problems.append("the page has math but MathJax rendered none")
         problems += [f"MathJax error: {t}" for t in page.locator("mjx-merror").all_inner_texts()]
-    failed_fonts = page.evaluate("document.fonts.ready.then(() => Array.from(document.fonts)"
+    # A browser fetches a font only when some text needs it, so a missing font file can go
+    # unnoticed for as long as no glyph of it is drawn (the widgets' icon fonts): load every
+    # font face the page declares.
+    failed_fonts = page.evaluate("Promise.all(Array.from(document.fonts).map(f => f.load().catch(() => null)))"
+                                 ".then(() => document.fonts.ready).then(() => Array.from(document.fonts)"
                                  ".filter(f => f.status === 'error').map(f => f.family))")
     problems += [f"font failed to load: {family}" for family in failed_fonts]
     return problems
