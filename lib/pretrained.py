@@ -2,8 +2,8 @@
 
 `shakespeare_small(twin)`: the small preset (4 layers, 4 heads, 128 wide, context 64, bytes)
 trained on the embedded Shakespeare corpus with `RECIPE` (fixed seed). The first call trains
-it, on the CPU with the torch twin when torch is installed (about a minute on 2 cores; with
-the numpy twin otherwise, a few minutes), and saves it in the cache
+it, on the CPU with the torch twin when torch is installed (2,000 steps, about 3 minutes on 2 cores;
+with the numpy twin otherwise, about 5 minutes), and saves it in the cache
 (`$GPT2_COURSE_CACHE`, default `~/.cache/gpt2-course/`, under `pretrained/`); later calls load
 it. Both twins read the same files, so the model trained once serves either.
 """

@@ -39,7 +39,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # The small model trained on Shakespeare that chapters 3, 5, 6 and the widgets use: trained once
-# here (about a minute on 2 cores) and cached, so that no notebook pays for it.
+# here (2,000 steps, about 3 minutes on 2 cores) and cached, so that no notebook pays for it.
 "$PY" -c "import lib.pretrained as p; print('install.sh: small Shakespeare model in', p.shakespeare_small_folder())"
 
 # Chapter 7's experiment (4 small pre-trainings, 16 fine-tunings): about 11 minutes on 2 cores,
