@@ -38,8 +38,8 @@ TEXT_VOCAB = 256                     # bytes
 N_SPECIAL = 3                        # start, delimiter, classify: ids TEXT_VOCAB, +1, +2
 
 # The model pre-trained for each split, and how (lib.train.train's options).
-# Sized for a 2-core CPU: the whole experiment (4 pre-trainings, 16 fine-tunings) takes about
-# 11 minutes there, once; a GPU takes well under one.
+# Sized for a 2-core CPU: the whole experiment (4 pre-trainings, 16 fine-tunings) took 12 min 13 s
+# on one, once (then cached).
 PRETRAIN_CONFIG = GPTConfig(vocab_size=TEXT_VOCAB, n_ctx=128, n_layer=4, n_head=4, n_embd=64)
 PRETRAIN = dict(max_iters=1000, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1,
                 betas=(0.9, 0.99), grad_clip=1.0, seed=1337)
@@ -180,9 +180,7 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, epochs=3, batch_size=32, 
     passes, loss L3 = L2 + lm_weight * L1, AdamW with linear warmup over `warmup_frac` of the
     steps and cosine decay to 0. Returns the history: per step "loss" (L3), "cls_loss" (L2),
     "lm_loss" (L1), "lr"."""
-    from tqdm.auto import tqdm
-
-    from .train import lr_at
+    from .train import lr_at, progress_bar
 
     x, labels = np.asarray(x), np.asarray(labels)
     if x.ndim != 2 or labels.shape != (len(x),):
@@ -195,7 +193,7 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, epochs=3, batch_size=32, 
     optimizer = twin.make_optimizer(model, head, lr, weight_decay)
     rng = np.random.default_rng(seed)
     history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
-    with tqdm(total=total, disable=not progress, desc="fine-tuning", unit="step", mininterval=1.0) as bar:
+    with progress_bar(total, "fine-tuning", disable=not progress) as bar:
         for epoch in range(epochs):
             order = rng.permutation(len(x))
             for i in range(steps_per_epoch):

@@ -83,6 +83,14 @@ def new_history(tokens_per_step):
             "val_loss": [], "tokens_per_step": tokens_per_step, "train_seconds": 0.0, "seconds": 0.0}
 
 
+def progress_bar(total, desc, **options):
+    """A notebook-aware tqdm bar of `total` steps that redraws at most once a second. In a
+    notebook every redraw is a kernel message; at tqdm's default ten a second, a long cell sends
+    more than ZMQ queues while nbval waits for the cell, and nbval loses the cell's end."""
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, unit="step", mininterval=1.0, **options)
+
+
 def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, block_size=None, grad_accum=1,
           lr=2e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
           eval_interval=250, eval_iters=20, seed=1337, out=None, resume=False, checkpoint_interval=None,
@@ -116,8 +124,6 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
                 grad_accum=grad_accum, warmup_iters=warmup_iters, eval_interval=eval_interval,
                 eval_iters=eval_iters, checkpoint_interval=checkpoint_interval, lr=lr, min_lr=min_lr,
                 step_batch=step_batch, out=out, resume=resume)
-    from tqdm.auto import tqdm
-
     from .data import BatchSampler, get_batch
 
     trainer = _trainer_class(twin)(model, lr, betas, weight_decay, grad_clip, device, dtype, compile)
@@ -137,8 +143,8 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     evals = {name: [my_micro_batches(*get_batch(data, eval_batch, block_size, eval_rng), trainer.rank, batch_size, 1)[0]
                     for _ in range(eval_iters)]
              for name, data in (("train", train_data), ("val", val_data)) if data is not None}
-    bar = tqdm(total=max_iters, initial=start, disable=not (progress and main), desc=f"training ({twin})",
-               unit="step", dynamic_ncols=True, mininterval=1.0)   # few redraws: each is a kernel message
+    bar = progress_bar(max_iters, f"training ({twin})", initial=start, disable=not (progress and main),
+                       dynamic_ncols=True)
     wall, seconds_before = time.perf_counter(), history["seconds"]
     try:
         for step in range(start, max_iters + 1):

@@ -42,7 +42,7 @@ fi
 # here (2,000 steps, about 3 minutes on 2 cores) and cached, so that no notebook pays for it.
 "$PY" -c "import lib.pretrained as p; print('install.sh: small Shakespeare model in', p.shakespeare_small_folder())"
 
-# Chapter 7's experiment (4 small pre-trainings, 16 fine-tunings): about 11 minutes on 2 cores,
+# Chapter 7's experiment (4 small pre-trainings, 16 fine-tunings): about 12 minutes on 2 cores,
 # once, then cached, so that neither the chapter nor the book build pays for it.
 "$PY" -c "import lib.finetune as f; f.genre_experiment(progress=False); print('install.sh: chapter 7 experiment cached')"
 

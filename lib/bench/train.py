@@ -83,7 +83,7 @@ def timing(reps):
                 if i:
                     times[twin].append(time.perf_counter() - t0)
     n, t = statistics.median(times["numpy"]), statistics.median(times["torch"])
-    return {"numpy_ms": 1e3 * n, "torch_ms": 1e3 * t, "ratio": n / t, "reps": reps,
+    return {"numpy_ms": 1e3 * n, "torch_ms": 1e3 * t, "ratio": n / t, "reps": len(times["torch"]),
             "torch_threads": torch.get_num_threads()}
 
 
