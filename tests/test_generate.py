@@ -88,6 +88,46 @@ def test_greedy_same_with_and_without_cache_in_both_twins_and_in_transformers(tw
     assert np.array_equal(out, expected)
 
 
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_split_matmul_is_the_linear_product(k):
+    """Blocks of W^T's rows (zero-padded when k does not divide in) give x W^T + b. Tolerance
+    1e-5 relative: the same float32 dot products, summed in another order by another kernel."""
+    from lib.torch_twin.model import split_inputs
+    g = torch.Generator().manual_seed(k)
+    layer = tt.Linear(25, 37)
+    x = torch.randn(2, 5, 25, generator=g)
+    with torch.no_grad():
+        expected = layer(x)                                   # (2, 5, 37)
+        layer.split = split_inputs(layer.weight, k)           # (k, ceil(25 / k), 37)
+        assert layer.split.shape == (k, -(-25 // k), 37)
+        got = layer(x)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_cpu_decode_layout_gives_the_same_logits_and_follows_weight_changes():
+    """Inside the layout every Linear and the head use column blocks; outside, none is left.
+    A changed weight (here a load) rebuilds the blocks: never logits of stale weights."""
+    from lib.torch_twin.generate import cpu_decode_layout
+    model = tt.GPT(CFG).eval()
+    idx = torch.as_tensor(PROMPT)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)                                  # two blocks per weight
+    try:
+        with torch.no_grad():
+            for seed in (0, 1):
+                model.load_state_dict(init_state(CFG, seed))
+                expected = model(idx)
+                with cpu_decode_layout(model):
+                    assert model.head_split.shape[0] == 2 and model.h[0].mlp.c_fc.split.shape[0] == 2
+                    got = model(idx)
+                torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+                assert model.head_split is None and all(m.split is None for m in model.modules()
+                                                        if isinstance(m, tt.Linear))
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_top_k_1_is_greedy_through_the_model(twins):
     for model in twins:
         greedy = run(model, PROMPT, 10, temperature=0)

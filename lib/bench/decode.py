@@ -2,13 +2,15 @@
 cache and `transformers`' generate, on the same random weights, on this machine's CPU.
 
 The 124M preset, batch 1, a 16-token prompt, 200 new tokens, float32 (all configurable).
-The fast contenders run interleaved rep by rep, so that machine noise hits them alike; the
+The fast contenders run interleaved rep by rep (each after a short pause), so that machine
+noise hits them alike; the
 uncached ones (minutes each) run `--no-cache-reps` times. Reported: median tokens/s (and the
 best), each as a percentage of the bound that memory bandwidth sets. Decoding one token reads
 every weight once (all blocks, the tied head, one row of wpe) and does little arithmetic per
 byte, so tokens/s <= read bandwidth / weight bytes. Bandwidth: the fastest of a few plain reads
 of a 512 MiB array (numpy sum, torch sum, and a matrix-vector product through each library's
-BLAS, which is what decoding does). Last line: one JSON object.
+BLAS, which is what decoding does). Last line: one JSON object. On the CPU the torch twin decodes
+through `lib.torch_twin.generate.cpu_decode_layout` (weights in column blocks, one per thread).
 
 On a busy shared machine wall-clock figures mostly measure the other processes (threads that
 wait for a core stall everyone). `--cpu-time` then times with the process's CPU clock instead;
@@ -144,6 +146,7 @@ def main(argv=None):
         runs[name](idx, 2)                                   # warm-up: allocation, BLAS threads
     for _ in range(args.reps):
         for name in fast:
+            time.sleep(0.5)                                  # let the last contender's BLAS threads stop spinning
             t0 = clock()
             outputs[name] = runs[name](idx, args.new)
             times[name].append(clock() - t0)

@@ -17,12 +17,15 @@ emptied cache (counted in `refills`); see `lib.sampling.refill_length` for why.
 """
 from __future__ import annotations
 
+import contextlib
+import weakref
+
 import numpy as np
 import torch
 
 from .. import sampling
 from ..sampling import check_generation, refill_length
-from .model import KVCache
+from .model import KVCache, Linear, split_inputs
 
 
 # ---- lib.sampling's steps in torch, for the device ------------------------------------------------
@@ -98,6 +101,38 @@ class HostSampler(sampling.Sampler):
         return torch.as_tensor(ids, device=logits.device)
 
 
+# ---- the CPU decode layout ------------------------------------------------------------------------
+_LAYOUTS = weakref.WeakKeyDictionary()                       # model -> (weights' versions, splits)
+
+
+@contextlib.contextmanager
+def cpu_decode_layout(model):
+    """Within this block, the model's Linear layers and its tied head multiply through blocks of
+    W^T's rows (inputs), one per thread (model.py's `split_matmul`). Decoding reads every weight once
+    per token and does little else, so its speed is the speed of reading the weights; torch's
+    CPU product of one row by W (MKL's, here) runs on one thread, and on a 2-core machine the
+    blocks read the weights 1.5-2.5x faster (`python -m lib.bench decode` measures the whole).
+    The blocks are a second copy of the weights, built on first use and kept for the model until
+    any weight changes (an optimizer step, a load), which the tensors' version counters reveal."""
+    linears = [m for m in model.modules() if isinstance(m, Linear)]
+    versions = tuple((p.data_ptr(), p._version) for p in model.parameters())
+    k = torch.get_num_threads()
+    known = _LAYOUTS.get(model)
+    if known is None or known[0] != versions or known[1][0].shape[0] != k:
+        with torch.no_grad():
+            splits = [split_inputs(m.weight, k) for m in linears] + [split_inputs(model.wte.weight, k)]
+        _LAYOUTS[model] = known = (versions, splits)
+    *splits, model.head_split = known[1]
+    for m, split in zip(linears, splits):
+        m.split = split
+    try:
+        yield
+    finally:
+        for m in linears:
+            del m.split
+        del model.head_split
+
+
 # ---- generation --------------------------------------------------------------------------------
 class Stream:
     """An iterator over the new tokens, one (B,) tensor of ids (on the model's device) per step.
@@ -154,7 +189,9 @@ class Stream:
             self.cache.length = 0
             self.pending = self.window[:, -refill_length(self.n_ctx):]
             self.refills += 1
-        return self.model.forward(self.pending, kv_cache=self.cache)[:, -1]
+        layout = cpu_decode_layout(self.model) if self.cache.k[0].device.type == "cpu" else contextlib.nullcontext()
+        with layout:
+            return self.model.forward(self.pending, kv_cache=self.cache)[:, -1]
 
 
 def stream(model, idx, max_new_tokens, **options) -> Stream:
