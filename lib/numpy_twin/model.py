@@ -33,27 +33,35 @@ def _gelu_tanh(x):
 
 def gelu(x):
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    y = _gelu_tanh(x)
-    y += 1.0
+    return gelu_keep(x)[0]
+
+
+def gelu_keep(x):
+    """gelu(x), and (x, t) with t the tanh term, for gelu_backward: tanh is the costliest step
+    of both passes, so the MLP keeps it rather than computing it twice."""
+    t = _gelu_tanh(x)
+    y = t + 1.0
     y *= x
     y *= 0.5
-    return y
+    return y, (x, t)
 
 
-def gelu_backward(dy, x):
-    """dy * d/dx gelu(x) = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2))."""
-    t = _gelu_tanh(x)
+def gelu_backward(dy, x, t=None):
+    """dy * d/dx gelu(x) = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)).
+    t: the tanh term kept by gelu_keep (computed again when not given; never modified)."""
+    if t is None:
+        t = _gelu_tanh(x)
     slope = x * x                                            # then 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3a x^2)
     slope *= 3 * 0.044715
     slope += 1.0
     slope *= x
     slope *= 0.5 * _GELU_C
     slope *= 1.0 - t * t
-    t += 1.0
-    t *= 0.5
-    t += slope
-    t *= dy
-    return t
+    grad = t + 1.0
+    grad *= 0.5
+    grad += slope
+    grad *= dy
+    return grad
 
 
 _erf64 = np.frompyfunc(math.erf, 1, 1)
@@ -88,8 +96,10 @@ def relu_backward(dy, x):
     return dy * (x > 0)
 
 
-ACTIVATIONS = {"gelu": (gelu, gelu_backward), "gelu_exact": (gelu_exact, gelu_exact_backward),
-               "relu": (relu, relu_backward)}
+# name -> (forward: x -> (y, kept), backward: (dy, kept) -> dx), in the layers' convention
+ACTIVATIONS = {"gelu": (gelu_keep, lambda dy, kept: gelu_backward(dy, *kept)),
+               "gelu_exact": (lambda x: (gelu_exact(x), x), gelu_exact_backward),
+               "relu": (lambda x: (relu(x), x), relu_backward)}
 
 
 def sigmoid(x):
@@ -359,13 +369,14 @@ class MLP(Module):
 
     def forward(self, x):                                    # x: (B, T, C)
         h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
-        out, c_proj_cache = self.c_proj.forward(self.act(h)) # (B, T, C)
-        return out, (c_fc_cache, h, c_proj_cache)
+        a, act_cache = self.act(h)                           # (B, T, F)
+        out, c_proj_cache = self.c_proj.forward(a)           # (B, T, C)
+        return out, (c_fc_cache, act_cache, c_proj_cache)
 
     def backward(self, dout, cache):
-        c_fc_cache, h, c_proj_cache = cache
+        c_fc_cache, act_cache, c_proj_cache = cache
         da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
-        return self.c_fc.backward(self.act_backward(da, h), c_fc_cache)  # (B, T, C)
+        return self.c_fc.backward(self.act_backward(da, act_cache), c_fc_cache)  # (B, T, C)
 
 
 class SwiGLU(Module):
