@@ -2,11 +2,15 @@
 
 `import lib` is cheap: it loads the framework-free configuration only. The twins load on
 first use, `lib.numpy_twin` (numpy only) and `lib.torch_twin` (torch), so a machine
-without torch can still run everything numpy.
+without torch can still run everything numpy. One process-wide setting: glibc's allocator
+keeps freed memory for reuse (`lib/allocator.py`: half of a numpy training step was page faults).
 """
 import importlib
 
+from .allocator import keep_freed_memory
 from .config import GPTConfig, kv_cache_bytes, param_counts, param_shapes
+
+keep_freed_memory()                # numpy's temporaries reuse freed memory: see lib/allocator.py
 
 __all__ = ["GPTConfig", "kv_cache_bytes", "param_counts", "param_shapes"]
 
