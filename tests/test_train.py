@@ -101,15 +101,22 @@ def test_weight_decay_goes_to_matrices_and_embeddings_only():
         {(n, n in decayed) for n, _ in model.named_parameters()}
 
 
-def test_numpy_adamw_equals_torch_adamw_over_20_steps_float64():
+@pytest.mark.parametrize("reference", ["torch.optim.AdamW", "lib.torch_twin.AdamW"])
+def test_numpy_adamw_equals_torch_adamw_over_20_steps_float64(reference):
+    """Against torch's plain (single-tensor) AdamW, and against the torch twin's, which uses
+    torch's fused kernel (on the CPU too)."""
     model = nt.GPT(tiny(), seed=3).astype(np.float64)
     params = {n: torch.tensor(p.copy(), requires_grad=True) for n, p in model.named_parameters()}
     decay = [p for n, p in params.items() if uses_weight_decay(n, p.ndim)]
     other = [p for n, p in params.items() if not uses_weight_decay(n, p.ndim)]
     settings = dict(lr=3e-3, betas=(0.9, 0.95), eps=1e-8)
     ours = nt.AdamW(model.named_parameters(), weight_decay=0.1, **settings)
-    ref = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
-                            foreach=False, **settings)
+    if reference == "torch.optim.AdamW":
+        ref = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                                foreach=False, **settings)
+    else:
+        ref = tt.AdamW(params.items(), weight_decay=0.1, **settings)
+        assert all(group["fused"] for group in ref.param_groups)
     rng = np.random.default_rng(0)
     for step in range(20):
         lr = lr_at(step, 3e-3, 3e-4, 5, 20)                 # a changing rate, as in training

