@@ -1,8 +1,10 @@
 """`python -m lib.bench forward`: the numpy twin against the torch twin, same CPU, one run.
 
 Times forward and forward+backward for the small preset (batch 12 x 64) and the 124M preset
-(batch 1 x 256), both twins interleaved rep by rep so that machine noise hits both alike, and
-reports medians and the ratio numpy / torch (target: <= 1.5). Last line: one JSON object.
+(batch 1 x 256), the twins alternating in blocks of 5 reps, each block after a pause and an
+untimed rep (as `lib.bench train` does: one library's BLAS threads spin for a while after its
+last call and slow the other), so that machine noise hits both alike; reports medians and the
+ratio numpy / torch (target: <= 1.5). Last line: one JSON object.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .. import torch_twin as tt
 from ..config import GPTConfig
 
 CASES = {"small": (GPTConfig.small, 12, 64), "gpt2": (GPTConfig.gpt2, 1, 256)}
+BLOCK = 5                                           # timed reps per twin in a row
 
 
 def _numpy_step(model, idx, G, backward):
@@ -49,16 +52,17 @@ def measure(case: str, reps: int) -> dict:
     out = {}
     for mode, backward in (("forward", False), ("forward+backward", True)):
         times = {"numpy": [], "torch": []}
-        _numpy_step(numpy_model, idx, G, backward)   # warm-up: allocations, BLAS threads
-        _torch_step(torch_model, idx_t, G_t, backward)
-        for _ in range(reps):
+        for _ in range(-(-reps // BLOCK)):
             for twin, step, args in (("numpy", _numpy_step, (numpy_model, idx, G)),
                                      ("torch", _torch_step, (torch_model, idx_t, G_t))):
-                t0 = time.perf_counter()
-                step(*args, backward)
-                times[twin].append(time.perf_counter() - t0)
+                time.sleep(0.5)
+                for i in range(BLOCK + 1):                # the first: untimed warm-up
+                    t0 = time.perf_counter()
+                    step(*args, backward)
+                    if i:
+                        times[twin].append(time.perf_counter() - t0)
         n, t = statistics.median(times["numpy"]), statistics.median(times["torch"])
-        out[mode] = {"numpy_ms": 1e3 * n, "torch_ms": 1e3 * t, "ratio": n / t}
+        out[mode] = {"numpy_ms": 1e3 * n, "torch_ms": 1e3 * t, "ratio": n / t, "reps": len(times["numpy"])}
     return out
 
 
