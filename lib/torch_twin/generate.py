@@ -1,7 +1,9 @@
 """Generation with the torch twin: one prefill pass over the prompt, then one decode step per
 new token, each reading the KV cache instead of recomputing the past.
 
-Read it beside `lib/numpy_twin/generate.py`: same functions, same names. One addition: the
+Read it beside `lib/numpy_twin/generate.py`: same functions, same names. Two additions. On the
+CPU, cached decoding multiplies through a second layout of the weights (`cpu_decode_layout`,
+below: torch's one-row product uses one thread; numpy's BLAS needs no such help). And the
 next token is chosen on the model's device by torch versions of `lib.sampling`'s steps
 (`penalize`, `filtered_probs`, `draw`, same semantics, same names; tests check they pick the
 tokens the shared sampler picks). The uniform numbers still come from a numpy Generator
