@@ -37,13 +37,13 @@ def gelu(x):
 
 
 def gelu_keep(x):
-    """gelu(x), and (x, t) with t the tanh term, for gelu_backward: tanh is the costliest step
-    of both passes, so the MLP keeps it rather than computing it twice."""
+    """gelu(x) and its tanh term t, for gelu_backward: tanh is the costliest step of both
+    passes, so the MLP keeps it rather than computing it twice."""
     t = _gelu_tanh(x)
     y = t + 1.0
     y *= x
     y *= 0.5
-    return y, (x, t)
+    return y, t
 
 
 def gelu_backward(dy, x, t=None):
@@ -96,10 +96,8 @@ def relu_backward(dy, x):
     return dy * (x > 0)
 
 
-# name -> (forward: x -> (y, kept), backward: (dy, kept) -> dx), in the layers' convention
-ACTIVATIONS = {"gelu": (gelu_keep, lambda dy, kept: gelu_backward(dy, *kept)),
-               "gelu_exact": (lambda x: (gelu_exact(x), x), gelu_exact_backward),
-               "relu": (lambda x: (relu(x), x), relu_backward)}
+ACTIVATIONS = {"gelu": (gelu, gelu_backward), "gelu_exact": (gelu_exact, gelu_exact_backward),
+               "relu": (relu, relu_backward)}
 
 
 def sigmoid(x):
@@ -369,14 +367,19 @@ class MLP(Module):
 
     def forward(self, x):                                    # x: (B, T, C)
         h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
-        a, act_cache = self.act(h)                           # (B, T, F)
+        t = None
+        if self.act is gelu and self.act_backward is gelu_backward:
+            a, t = gelu_keep(h)                              # (B, T, F) each: keep tanh for backward
+        else:
+            a = self.act(h)                                  # (B, T, F)
         out, c_proj_cache = self.c_proj.forward(a)           # (B, T, C)
-        return out, (c_fc_cache, act_cache, c_proj_cache)
+        return out, (c_fc_cache, h, t, c_proj_cache)
 
     def backward(self, dout, cache):
-        c_fc_cache, act_cache, c_proj_cache = cache
+        c_fc_cache, h, t, c_proj_cache = cache
         da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
-        return self.c_fc.backward(self.act_backward(da, act_cache), c_fc_cache)  # (B, T, C)
+        dh = self.act_backward(da, h) if t is None else gelu_backward(da, h, t)
+        return self.c_fc.backward(dh, c_fc_cache)            # (B, T, C)
 
 
 class SwiGLU(Module):
