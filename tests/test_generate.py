@@ -106,7 +106,7 @@ def test_split_matmul_is_the_linear_product(k):
 
 
 def test_cpu_decode_layout_gives_the_same_logits_and_follows_weight_changes():
-    """Inside the layout every Linear and the head use column blocks; outside, none is left.
+    """Inside the layout every Linear and the head use blocks of inputs; outside, none is left.
     A changed weight (here a load) rebuilds the blocks: never logits of stale weights."""
     from lib.torch_twin.generate import cpu_decode_layout
     model = tt.GPT(CFG).eval()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import numpy as np
 import torch
@@ -19,9 +18,9 @@ import torch
 from .. import numpy_twin as nt
 from .. import torch_twin as tt
 from ..config import GPTConfig
+from . import time_in_blocks
 
 CASES = {"small": (GPTConfig.small, 12, 64), "gpt2": (GPTConfig.gpt2, 1, 256)}
-BLOCK = 5                                           # timed reps per twin in a row
 
 
 def _numpy_step(model, idx, G, backward):
@@ -51,16 +50,8 @@ def measure(case: str, reps: int) -> dict:
     idx_t, G_t = torch.as_tensor(idx), torch.as_tensor(G)
     out = {}
     for mode, backward in (("forward", False), ("forward+backward", True)):
-        times = {"numpy": [], "torch": []}
-        for _ in range(-(-reps // BLOCK)):
-            for twin, step, args in (("numpy", _numpy_step, (numpy_model, idx, G)),
-                                     ("torch", _torch_step, (torch_model, idx_t, G_t))):
-                time.sleep(0.5)
-                for i in range(BLOCK + 1):                # the first: untimed warm-up
-                    t0 = time.perf_counter()
-                    step(*args, backward)
-                    if i:
-                        times[twin].append(time.perf_counter() - t0)
+        times = time_in_blocks({"numpy": lambda: _numpy_step(numpy_model, idx, G, backward),
+                                "torch": lambda: _torch_step(torch_model, idx_t, G_t, backward)}, reps)
         n, t = statistics.median(times["numpy"]), statistics.median(times["torch"])
         out[mode] = {"numpy_ms": 1e3 * n, "torch_ms": 1e3 * t, "ratio": n / t, "reps": len(times["numpy"])}
     return out

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..config import GPTConfig
 from ..pretrained import RECIPE
+from . import BLOCK, time_in_blocks
 
 GIB = 2 ** 30
 TARGETS = {"val_loss": 1.85, "ratio": 1.5, "torch_ms": 34.0, "memory_gib": 2.5, "mfu": 0.45}
@@ -55,9 +56,6 @@ def quality(twin, iters, eval_iters):
 
 
 # ---- timing -------------------------------------------------------------------------------------
-BLOCK = 5                                                    # timed steps per twin in a row
-
-
 def timing(reps):
     import torch
 
@@ -72,22 +70,13 @@ def timing(reps):
                 # nanoGPT's choices for its CPU run (no biases, erf GELU, 65 characters): tells
                 # whether a gap to its ~34 ms comes from the model or from the machine
                 "torch, nanoGPT's choices": TorchTrainer(twin_module("torch").GPT(nano), *settings, device="cpu")}
-    vocab = {"numpy": cfg.vocab_size, "torch": cfg.vocab_size, "torch, nanoGPT's choices": nano.vocab_size}
     rng = np.random.default_rng(1)
-    times = {twin: [] for twin in trainers}
-    # Blocks of BLOCK steps per twin, alternating, each after a pause and an untimed step: the
-    # BLAS threads of one library spin for a while after its last call (OpenBLAS's and OpenMP's
-    # busy-wait), and timing the other library inside that window measured torch 2.2x slower
-    # than it runs alone.
-    for block in range(-(-reps // BLOCK)):
-        for twin, trainer in trainers.items():
-            time.sleep(0.5)
-            for i in range(BLOCK + 1):
-                t0 = time.perf_counter()
-                data = rng.integers(0, vocab[twin], (RECIPE["batch_size"], cfg.n_ctx + 1))
-                trainer.step([(data[:, :-1], data[:, 1:])], RECIPE["lr"])
-                if i:
-                    times[twin].append(time.perf_counter() - t0)
+
+    def step(twin):                                          # a random batch, one training step
+        ids = rng.integers(0, trainers[twin].model.config.vocab_size, (RECIPE["batch_size"], cfg.n_ctx + 1))
+        trainers[twin].step([(ids[:, :-1], ids[:, 1:])], RECIPE["lr"])
+
+    times = time_in_blocks({twin: lambda twin=twin: step(twin) for twin in trainers}, reps)
     n, t = statistics.median(times["numpy"]), statistics.median(times["torch"])
     return {"numpy_ms": 1e3 * n, "torch_ms": 1e3 * t, "ratio": n / t, "reps": len(times["torch"]),
             "torch_nanogpt_choices_ms": 1e3 * statistics.median(times["torch, nanoGPT's choices"]),

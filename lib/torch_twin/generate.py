@@ -104,7 +104,7 @@ class HostSampler(sampling.Sampler):
 
 
 # ---- the CPU decode layout ------------------------------------------------------------------------
-_LAYOUTS = weakref.WeakKeyDictionary()                       # model -> (weights' versions, splits)
+_LAYOUTS = weakref.WeakKeyDictionary()                       # model -> ((threads, weights' versions), splits)
 
 
 @contextlib.contextmanager
@@ -118,13 +118,13 @@ def cpu_decode_layout(model):
     The blocks are a second copy of the weights, built on first use and kept for the model until
     any weight changes (an optimizer step, a load), which the tensors' version counters reveal."""
     linears = [m for m in model.modules() if isinstance(m, Linear)]
-    versions = tuple((p.data_ptr(), p._version) for p in model.parameters())
     k = torch.get_num_threads()
+    key = (k, tuple((p.data_ptr(), p._version) for p in model.parameters()))
     known = _LAYOUTS.get(model)
-    if known is None or known[0] != versions or known[1][0].shape[0] != k:
+    if known is None or known[0] != key:
         with torch.no_grad():
             splits = [split_inputs(m.weight, k) for m in linears] + [split_inputs(model.wte.weight, k)]
-        _LAYOUTS[model] = known = (versions, splits)
+        _LAYOUTS[model] = known = (key, splits)
     *splits, model.head_split = known[1]
     for m, split in zip(linears, splits):
         m.split = split
