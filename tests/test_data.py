@@ -1,6 +1,7 @@
 """Data pipeline: the Shakespeare text, streamed tokenization, cached memmaps, batches, downloads."""
 import json
 import pickle
+import shutil
 from collections import Counter
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib import data
+from lib import assets, data
 from lib.data import (BatchSampler, download, get_batch, load_corpus, markdown_to_speeches, shakespeare_plays,
                       shakespeare_text, tokenize_file)
 from lib.tokenizer import ENDOFTEXT, BPETokenizer, gpt2_tiktoken, gpt2_tokenizer
@@ -17,7 +18,7 @@ from lib.tokenizer import ENDOFTEXT, BPETokenizer, gpt2_tiktoken, gpt2_tokenizer
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """A fresh cache directory; the GPT-2 rank file and merges come along from the real cache."""
-    gpt2_tokenizer(), gpt2_tiktoken()  # load both (shared objects) from the real cache before moving it
+    gpt2_tokenizer(), gpt2_tiktoken(), shakespeare_plays()  # load (shared objects) from the real cache before moving it
     monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
@@ -42,6 +43,38 @@ def test_text_is_tiny_shakespeare_form_without_markup():
         name, *lines = speech.strip("\n").split("\n")
         assert name.endswith(":") and lines and all(lines), speech[:80]
     assert text == "\n".join(p["text"] for p in shakespeare_plays())
+
+
+@pytest.fixture
+def plays_cache(tmp_path, monkeypatch):
+    """A copy of the fetched plays in an otherwise empty cache; pip must not run."""
+    real = assets.shakespeare_plays_dir()  # the fetched folder, before the cache moves
+    monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
+    monkeypatch.setattr(assets.subprocess, "run", lambda *a, **k: pytest.fail("pip must not run"))
+    return real, tmp_path / assets.PLAYS_DIR
+
+
+def test_missing_plays_say_how_to_fix(plays_cache):
+    with pytest.raises(assets.AssetError, match=r"plays are missing.*does not exist.*python -m lib.assets fetch"):
+        assets.shakespeare_plays_dir()
+
+
+def test_changed_plays_are_refused(plays_cache):
+    real, copy = plays_cache
+    shutil.copytree(real, copy)
+    assert assets.shakespeare_plays_dir() == copy and assets.fetch_shakespeare_plays() == copy  # verified, no pip
+    hamlet = copy / "tragedies" / "hamlet.md"
+    hamlet.write_text(hamlet.read_text(encoding="utf-8").replace("To be, or not to be", "To be"), encoding="utf-8")
+    with pytest.raises(assets.AssetError, match=r"38 plays with digest [0-9a-f]{64}; expected 38 plays.*lib.assets fetch"):
+        assets.shakespeare_plays_dir()
+    hamlet.unlink()
+    with pytest.raises(assets.AssetError, match=r"holds 37 plays"):
+        assets.shakespeare_plays_dir()
+
+
+def test_plays_come_with_their_licence():
+    licence = (assets.shakespeare_plays_dir() / "LICENSE").read_text()
+    assert "Copyright 2019 Sean Stewart" in licence and "Permission is hereby granted" in licence
 
 
 def test_text_is_deterministic():

@@ -9,8 +9,11 @@ end there.
 """
 import importlib.util
 import json
+import shutil
+import site
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -311,6 +314,33 @@ def test_command_line_json_and_exit_codes(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "lib.grade", "--tests", str(tmp_path / "none"), "x.ipynb"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
+@pytest.fixture(params=["under /tmp", "under the home folder"])
+def other_python(request, tmp_path):
+    """A brand-new virtual environment in another place, seeing this one's packages through a
+    .pth file (as an environment stacked on another would): the sandbox must find its interpreter
+    and packages wherever they live, /tmp (which the sandbox replaces by an empty one) included."""
+    parent = tmp_path if request.param == "under /tmp" else Path(tempfile.mkdtemp(dir=Path.home(), prefix=".grade-venv-"))
+    venv = parent / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    packages = subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    ours = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    Path(packages, "outer_environment.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in ours))
+    yield venv / "bin" / "python"
+    if parent != tmp_path:
+        shutil.rmtree(parent)
+
+
+def test_grading_works_wherever_python_lives(other_python):
+    assert str(other_python).startswith("/tmp/") != ("/.grade-venv-" in str(other_python))
+    run = subprocess.run([str(other_python), "-m", "lib.grade", "--json", "solutions/01_gelu.ipynb"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["max_score"] > 0 and out["score"] == out["max_score"], json.dumps(out, indent=1)[-3000:]
 
 
 # ---- the hidden tests' references agree with lib, where lib has the same thing ----------------------------

