@@ -1,6 +1,6 @@
-"""The grader (lib.grade): solutions score full marks, untouched exercises 0, plausible wrong
+"""The grader (grader/): solutions score full marks, untouched exercises 0, plausible wrong
 answers lose points, tampering scores nothing for the exercise it targets, and the sandbox hides
-what it must (solutions, hidden tests, lib's answers, the network).
+what it must (solutions, hidden tests, the grader, lib's answers, the network).
 
 Needs bubblewrap (`apt-get install -y bubblewrap`); without it these tests fail and say so.
 Gradings are independent sandboxes, so they run two at a time. The tampering fixtures run with a
@@ -20,10 +20,10 @@ import nbformat
 import numpy as np
 import pytest
 
-from lib.grade import DEFAULT_TESTS, grade_notebook, load_hidden_tests
-from lib.grade.runner import DRIVERS, make_object
-from lib.grade.sandbox import _blocked_source, check_bwrap
-from lib.grade.spec import Config, Exercise, Model, Rng, Test
+from grader import DEFAULT_TESTS, grade_notebook, load_hidden_tests
+from grader.runner import DRIVERS, make_object
+from grader.sandbox import LIB_DIR, _blocked_source, check_bwrap, copy_lib
+from grader.spec import Config, Exercise, Model, Rng, Test
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {"ex1": "01_gelu", "ex2": "02_deeper", "ex3": "03_kv_cache", "ex4": "04_top_k_top_p",
@@ -246,14 +246,15 @@ def test_sandbox_hides_solutions_hidden_tests_and_lib(tmp_path):
     tests_dir = tmp_path / "hidden"
     tests_dir.mkdir()
     (tests_dir / "probe.py").write_text(
-        "from lib.grade.spec import Exercise, Test\n"
+        "from grader.spec import Exercise, Test\n"
         "EXERCISE = Exercise(id='probe', title='probe', functions=('probe',),\n"
         "                    blocked=('lib.numpy_twin.model:gelu',))\n"
         "SEEN = []\n"
         "def tests():\n"
         "    return [Test('probe', 'probe', (PATHS,), lambda v: (SEEN.append(v) or True, ''))]\n")
     secret = [str(ROOT / "solutions" / "hidden_tests" / "ex1_gelu.py"), str(ROOT / "solutions" / "01_gelu.ipynb"),
-              str(ROOT / "lib" / "numpy_twin" / "model.py"), str(tests_dir / "probe.py"), "/root/.bashrc",
+              str(ROOT / "lib" / "numpy_twin" / "model.py"), str(ROOT / "grader" / "spec.py"),
+              str(tests_dir / "probe.py"), "/root/.bashrc",
               str(Path.home() / ".cache" / "gpt2-course"), "/etc/passwd"]
     hidden = load_hidden_tests(tests_dir)
     hidden["probe"].PATHS = secret
@@ -294,6 +295,12 @@ def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
     assert ex.status == "no-graded-cells" and ex.score == 0 and ex.max_score > 0
 
 
+def test_the_sandbox_copy_is_all_of_lib(tmp_path):
+    copy_lib(tmp_path, ())
+    copied = sorted(p.relative_to(tmp_path / "lib") for p in (tmp_path / "lib").rglob("*.py"))
+    assert copied == sorted(p.relative_to(LIB_DIR) for p in LIB_DIR.rglob("*.py")) and copied
+
+
 def test_blocking_a_name_lib_does_not_have_is_an_error():
     with pytest.raises(ValueError, match="no_such_function"):
         _blocked_source("def gelu(x):\n    return x\n", "lib.x", ["no_such_function"])
@@ -302,16 +309,16 @@ def test_blocking_a_name_lib_does_not_have_is_an_error():
 
 
 def test_command_line_json_and_exit_codes(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "lib.grade", "--json", "solutions/02_deeper.ipynb",
+    run = subprocess.run([sys.executable, "-m", "grader", "--json", "solutions/02_deeper.ipynb",
                           "exercises/02_deeper.ipynb"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     scores = [nb["exercises"][0]["score"] for nb in out["notebooks"]]
     assert scores == [out["max_score"] // 2, 0] and out["score"] == out["max_score"] // 2
-    text = subprocess.run([sys.executable, "-m", "lib.grade", "exercises/02_deeper.ipynb"], cwd=ROOT,
+    text = subprocess.run([sys.executable, "-m", "grader", "exercises/02_deeper.ipynb"], cwd=ROOT,
                           capture_output=True, text=True)
     assert text.returncode == 0 and "FAIL" in text.stdout and "total: 0/" in text.stdout
-    bad = subprocess.run([sys.executable, "-m", "lib.grade", "--tests", str(tmp_path / "none"), "x.ipynb"],
+    bad = subprocess.run([sys.executable, "-m", "grader", "--tests", str(tmp_path / "none"), "x.ipynb"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
 
@@ -336,7 +343,7 @@ def other_python(request, tmp_path):
 
 def test_grading_works_wherever_python_lives(other_python):
     assert str(other_python).startswith("/tmp/") != ("/.grade-venv-" in str(other_python))
-    run = subprocess.run([str(other_python), "-m", "lib.grade", "--json", "solutions/01_gelu.ipynb"], cwd=ROOT,
+    run = subprocess.run([str(other_python), "-m", "grader", "--json", "solutions/01_gelu.ipynb"], cwd=ROOT,
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)

@@ -1,4 +1,5 @@
-"""The student release (lib.release): the course without solutions, hidden tests or grader."""
+"""The student release (grader/release.py): the course without solutions, hidden tests or grader."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lib.release import check_release, release, secrets
+from grader.release import check_release, release, secrets
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,8 +22,10 @@ def test_release_has_the_course_and_no_answers(released):
     out, written = released
     assert (out / "_toc.yml").is_file() and (out / "book" / "intro.md").is_file()
     assert (out / "lib" / "numpy_twin" / "model.py").is_file()
-    assert not (out / "solutions").exists() and not (out / "lib" / "grade").exists()
-    assert not (out / "lib" / "release.py").exists() and not (out / "tests" / "test_grader.py").exists()
+    assert not (out / "solutions").exists() and not (out / "grader").exists()
+    assert not (out / "tests" / "test_grader.py").exists() and not (out / "tests" / "test_release.py").exists()
+    code = [p for p in written if p.suffix in (".py", ".ipynb")]
+    assert not [p for p in code if re.search(r"\b(from|import) grader\b", (out / p).read_text())]
     assert not [p for p in written if "hidden_tests" in p.parts or "fixtures" in p.parts]
     exercises = sorted(p.name for p in (out / "exercises").glob("*.ipynb"))
     assert exercises == sorted(p.name for p in (ROOT / "exercises").glob("*.ipynb")) and len(exercises) == 5
@@ -60,5 +63,5 @@ def test_release_refuses_a_folder_with_files_and_the_repository(tmp_path):
         release(tmp_path)
     with pytest.raises(ValueError, match="repository"):
         release(ROOT)
-    run = subprocess.run([sys.executable, "-m", "lib.release", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "grader.release", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 1 and "not empty" in run.stderr

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from lib.grade.spec import Exercise, Test, close
+from grader.spec import Exercise, Test, close
 
 EXERCISE = Exercise(
     id="ex1", title="GELU",

@@ -9,7 +9,7 @@ head counts that must not change the count.
 import math
 
 from lib.config import GPTConfig, param_shapes
-from lib.grade.spec import Config, Exercise, Test, integer
+from grader.spec import Config, Exercise, Test, integer
 
 EXERCISE = Exercise(
     id="ex2", title="Deeper",

@@ -18,7 +18,7 @@ import functools
 import numpy as np
 
 from lib.config import GPTConfig
-from lib.grade.spec import Config, Exercise, Model, Test, equal
+from grader.spec import Config, Exercise, Model, Test, equal
 from lib.numpy_twin import GPT
 
 EXERCISE = Exercise(

@@ -15,7 +15,7 @@ cut and no cumulative sum within 1e-3 of p, so float rounding cannot move the cu
 """
 import numpy as np
 
-from lib.grade.spec import Exercise, Rng, Test, equal, filtered, frequencies
+from grader.spec import Exercise, Rng, Test, equal, filtered, frequencies
 
 EXERCISE = Exercise(
     id="ex4", title="Top-k and top-p",

@@ -18,7 +18,7 @@ Values: float64, within 1e-12 + 1e-9 |expected| (sums in another order differ by
 """
 import numpy as np
 
-from lib.grade.spec import Exercise, Test, close
+from grader.spec import Exercise, Test, close
 
 EXERCISE = Exercise(id="ex5", title="Loss plotter", functions=("smooth", "drop_rate", "find_phases"),
                     blocked=("lib.plotting:*",))

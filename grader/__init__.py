@@ -1,15 +1,18 @@
 """Grade exercise notebooks against hidden tests, with the student's code in a sandbox.
 
-    python -m lib.grade exercises/01_gelu.ipynb [more.ipynb ...] [--json] [--tests DIR]
-                        [--timeout SECONDS] [--memory-mb MB]
+    python -m grader exercises/01_gelu.ipynb [more.ipynb ...] [--json] [--tests DIR]
+                     [--timeout SECONDS] [--memory-mb MB]
+
+This package is instructors' tooling: the student release (`python -m grader.release OUTDIR`,
+grader/release.py) leaves it out whole, so lib holds only what students get.
 
 How a notebook is graded:
 1. The code cells tagged `graded:<id>` (for example `graded:ex1`) are joined, in order; nothing
    else of the notebook runs. The notebook's metadata `grading.exercise` names its exercise, so
    a notebook whose tags were removed still gets a report (and a 0).
-2. The hidden tests for <id> (`solutions/hidden_tests/*.py`, see lib/grade/spec.py) give the
+2. The hidden tests for <id> (`solutions/hidden_tests/*.py`, see grader/spec.py) give the
    calls to make. Their inputs go into a fresh folder as npz (arrays) and JSON (the rest).
-3. `lib/grade/runner.py` runs the cells and the calls inside bubblewrap (lib/grade/sandbox.py):
+3. `grader/runner.py` runs the cells and the calls inside bubblewrap (grader/sandbox.py):
    no network, no repository, no solutions, no hidden tests, a copy of lib whose answers to the
    exercise are stubs, time and memory limits. It writes back plain values, per test.
 4. Here, in the grader's own process, each value is compared with the hidden test's expectation.
@@ -37,7 +40,7 @@ from . import sandbox
 from .runner import decode
 from .spec import Config, Exercise, Model, Rng, Test
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TESTS = ROOT / "solutions" / "hidden_tests"
 TAG_PREFIX = "graded:"
 MAX_ARRAY_BYTES = 512 << 20      # what the grader agrees to unpack from one answer file
@@ -248,7 +251,8 @@ def grade_notebook(path, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=409
     if not ids:
         return NotebookResult(str(path), [], f"no cell is tagged {TAG_PREFIX}<exercise> and the metadata "
                                              f"names no exercise")
-    forbidden = [Path(tests_dir).resolve(), (ROOT / "solutions").resolve(), sandbox.LIB_DIR]
+    forbidden = [Path(tests_dir).resolve(), (ROOT / "solutions").resolve(), sandbox.LIB_DIR,
+                 Path(__file__).resolve().parent]                         # the grader itself
     results = []
     for ex in ids:
         if ex not in hidden:

@@ -1,6 +1,6 @@
 """What runs inside the sandbox: load the graded cells, call them on the test inputs, write values.
 
-    python -s -B /grade/runner.py          (started by lib/grade/sandbox.py, never by hand)
+    python -s -B /grade/runner.py          (started by grader/sandbox.py, never by hand)
 
 Reads /grade/job.json (the tests: function, driver, encoded arguments), /grade/inputs.npz (their
 arrays) and /grade/student.py (the graded cells). Writes one JSON line per test to

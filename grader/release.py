@@ -1,14 +1,15 @@
 """Write the student version of the course into a folder: everything but the answers.
 
-    python -m lib.release OUTDIR [--force]
+    python -m grader.release OUTDIR [--force]
 
 What goes in: the files git tracks (as they are in the working tree), that is the book, the
-chapters, the exercise notebooks (stubs), lib, tools and the tests. What stays
-out: `solutions/` (solved notebooks, hidden tests, grading fixtures, the notebook sources),
-the grader (`lib/grade/`, this module) and the tests that need them (`tests/test_grader.py`,
-`tests/test_release.py`): without hidden tests there is nothing for students to grade with.
+chapters, the exercise notebooks (stubs), lib, tools and the tests. What stays out
+(EXCLUDED_DIRS, EXCLUDED_FILES): `solutions/` (solved notebooks, hidden tests, grading fixtures,
+the notebook sources), `grader/` (the grader and this module) and the tests that need them
+(`tests/test_grader.py`, `tests/test_release.py`): without hidden tests there is nothing for
+students to grade with.
 
-After writing, the release is checked: no path under solutions/ or lib/grade/, and no file
+After writing, the release is checked: no path under solutions/ or grader/, and no file
 containing a solution's graded code or a hidden test's source line that is specific enough to
 identify it. OUTDIR must be empty or absent (--force empties it first).
 """
@@ -21,8 +22,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXCLUDED_DIRS = ("solutions", "lib/grade", ".git")
-EXCLUDED_FILES = ("lib/release.py", "tests/test_grader.py", "tests/test_release.py")
+EXCLUDED_DIRS = ("solutions", "grader", ".git")
+EXCLUDED_FILES = ("tests/test_grader.py", "tests/test_release.py")
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
@@ -107,14 +108,14 @@ def release(out, force: bool = False, root: Path = ROOT) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.release", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grader.release", description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path, help="folder to write the student version into")
     parser.add_argument("--force", action="store_true", help="empty OUTDIR first if it has files")
     args = parser.parse_args(argv)
     try:
         written = release(args.outdir, force=args.force)
     except (ValueError, FileExistsError, RuntimeError) as e:
-        print(f"lib.release: {e}", file=sys.stderr)
+        print(f"grader.release: {e}", file=sys.stderr)
         return 1
     exercises = sum(p.parts[0] == "exercises" for p in written)
     print(f"wrote {len(written)} files ({exercises} exercise notebooks) to {args.outdir}; "

@@ -60,7 +60,7 @@ class Exercise:
 @dataclass
 class Test:
     """One graded question: call `function` (a name the graded cells define) with `args`
-    through `driver` (see lib/grade/runner.py) and judge the returned value with `check`,
+    through `driver` (see grader/runner.py) and judge the returned value with `check`,
     which returns (passed, message). `expect_error` names the exception class the call must
     raise instead (then `check` is not used)."""
     __test__ = False                                 # not a pytest test class, despite its name

@@ -1,4 +1,4 @@
-"""`python -m lib.grade NOTEBOOK [...]`: see lib/grade/__init__.py."""
+"""`python -m grader NOTEBOOK [...]`: see grader/__init__.py."""
 import argparse
 import json
 import sys
@@ -21,7 +21,7 @@ def report(result) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lib.grade", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path, help="exercise notebooks to grade")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS, help=f"hidden tests (default {DEFAULT_TESTS})")
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     try:
         check_bwrap()
     except SandboxUnavailable as e:
-        print(f"lib.grade: {e}", file=sys.stderr)
+        print(f"grader: {e}", file=sys.stderr)
         return 2
     hidden = load_hidden_tests(args.tests)
     results = [grade_notebook(p, tests_dir=args.tests, timeout=args.timeout, memory_mb=args.memory_mb,

@@ -31,8 +31,7 @@ from pathlib import Path
 
 from .runner import BLOCKED_MARK
 
-LIB_DIR = Path(__file__).resolve().parent.parent          # the real lib/
-NOT_COPIED = ("grade", "release.py", "__pycache__")        # grading code is no use inside
+LIB_DIR = Path(__file__).resolve().parents[1] / "lib"     # the real lib/
 SANDBOX_UID = 65534                                         # nobody, inside the user namespace
 MAX_OUTPUT_BYTES = 64 << 20                                 # RLIMIT_FSIZE: any one file written
 
@@ -96,8 +95,6 @@ def copy_lib(dest: Path, blocked: tuple[str, ...]) -> None:
         by_module.setdefault(module, []).append(name)
     for src in sorted(LIB_DIR.rglob("*.py")):
         rel = src.relative_to(LIB_DIR)
-        if any(part in NOT_COPIED for part in rel.parts):
-            continue
         module = ".".join(("lib", *rel.with_suffix("").parts)).removesuffix(".__init__")
         target = dest / "lib" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
