@@ -88,20 +88,24 @@ def _blocked_source(source: str, module: str, names: list[str]) -> str:
 
 
 def copy_lib(dest: Path, blocked: tuple[str, ...]) -> None:
-    """Copy lib's .py files to dest/lib, with the `blocked` names ("module:name") stubbed."""
+    """Copy lib (all of it but __pycache__) to dest/lib, with the `blocked` names ("module:name")
+    stubbed in the copies of their modules."""
     by_module: dict[str, list[str]] = {}
     for entry in blocked:
         module, _, name = entry.partition(":")
         by_module.setdefault(module, []).append(name)
-    for src in sorted(LIB_DIR.rglob("*.py")):
+    for src in sorted(LIB_DIR.rglob("*")):
         rel = src.relative_to(LIB_DIR)
+        if src.is_dir() or "__pycache__" in rel.parts:
+            continue
         module = ".".join(("lib", *rel.with_suffix("").parts)).removesuffix(".__init__")
         target = dest / "lib" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = src.read_text(encoding="utf-8")
-        if module in by_module:
-            source = _blocked_source(source, module, by_module.pop(module))
-        target.write_text(source, encoding="utf-8")
+        if src.suffix == ".py" and module in by_module:
+            source = _blocked_source(src.read_text(encoding="utf-8"), module, by_module.pop(module))
+            target.write_text(source, encoding="utf-8")
+        else:
+            shutil.copyfile(src, target)
     if by_module:
         raise ValueError(f"hidden tests block names in modules lib does not have: {sorted(by_module)}")
 

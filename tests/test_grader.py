@@ -297,8 +297,9 @@ def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
 
 def test_the_sandbox_copy_is_all_of_lib(tmp_path):
     copy_lib(tmp_path, ())
-    copied = sorted(p.relative_to(tmp_path / "lib") for p in (tmp_path / "lib").rglob("*.py"))
-    assert copied == sorted(p.relative_to(LIB_DIR) for p in LIB_DIR.rglob("*.py")) and copied
+    copied = sorted(p.relative_to(tmp_path / "lib") for p in (tmp_path / "lib").rglob("*") if p.is_file())
+    assert copied == sorted(p.relative_to(LIB_DIR) for p in LIB_DIR.rglob("*")
+                            if p.is_file() and "__pycache__" not in p.parts) and copied
 
 
 def test_blocking_a_name_lib_does_not_have_is_an_error():
