@@ -17,6 +17,7 @@ from matplotlib.image import imread
 from lib import GPTConfig, numpy_twin as nt, widgets
 from lib.sampling import filtered_probs
 from lib.tokenizer import BPETokenizer
+from lib.widgets import attention, prompt, sampler, temperature
 
 CONFIG = GPTConfig.small()           # n_ctx 64, 4 layers of 4 heads, byte vocabulary
 TOK = BPETokenizer()                 # bytes: token id = byte value
@@ -78,7 +79,7 @@ def check_contract(page, initial):
 # ---- sampling every setting at once ----------------------------------------------------------------
 def test_each_row_samples_what_generate_samples(model):
     ids = np.array([TOK.encode(PROMPT)])                     # (1, T)
-    rows = widgets._generate_all(model, ids, SETTINGS, 30, seed=3)          # (6, 30)
+    rows = sampler.generate_all(model, ids, SETTINGS, 30, seed=3)          # (6, 30)
     for (t, k, p), row in zip(SETTINGS, rows):
         alone = model.generate(ids, 30, temperature=t, top_k=k, top_p=p, seed=3)[0, ids.shape[1]:]
         np.testing.assert_array_equal(row, alone, err_msg=f"temperature {t} top_k {k} top_p {p}")
@@ -90,7 +91,7 @@ def test_each_row_samples_what_generate_samples_in_torch():
     from lib import torch_twin as tt
     model = tt.GPT(CONFIG, seed=0)
     ids = np.array([TOK.encode(PROMPT)])                     # (1, T)
-    rows = widgets._generate_all(model, ids, SETTINGS, 10, seed=1)          # (6, 10)
+    rows = sampler.generate_all(model, ids, SETTINGS, 10, seed=1)          # (6, 10)
     for (t, k, p), row in zip(SETTINGS, rows):
         alone = model.generate(torch.as_tensor(ids), 10, temperature=t, top_k=k, top_p=p, seed=1)
         np.testing.assert_array_equal(row, alone[0, ids.shape[1]:].numpy())
@@ -103,32 +104,32 @@ def test_both_widgets_run_the_torch_twin():
     viewer = widgets.attention_viewer(model, TOK, PROMPT, live=True)
     check_contract(viewer.html, initial=[0, 0])
     assert viewer.message.value == "" and "layer 0, head 0" in viewer.view.value
-    temperature = widgets.temperature_widget(model, TOK, PROMPT, n_tokens=4, live=True)
-    check_contract(temperature.html, initial=[widgets.TEMPERATURES.index(1.0), 0, 0])
-    assert temperature.message.value == "" and PROMPT.split()[-1] in temperature.sample.value
+    sampled = widgets.temperature_widget(model, TOK, PROMPT, n_tokens=4, live=True)
+    check_contract(sampled.html, initial=[temperature.TEMPERATURES.index(1.0), 0, 0])
+    assert sampled.message.value == "" and PROMPT.split()[-1] in sampled.sample.value
 
 
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="top_p"):
-        widgets.SettingsSampler([(1.0, None, 1.5)], seed=0)
+        sampler.SettingsSampler([(1.0, None, 1.5)], seed=0)
 
 
 # ---- drawing ---------------------------------------------------------------------------------------
 def test_token_labels_show_whitespace_and_partial_characters():
-    assert [widgets.token_label(TOK, i) for i in b"a \n\t"] == ["a", "\u2423", "\u21b5", "\u21e5"]
-    assert widgets.token_label(TOK, 0xE2) == "\\xe2"         # first byte of a 3-byte character
-    assert widgets.token_label(TOK, 0x07) == "\\x07"         # a control byte
+    assert [prompt.token_label(TOK, i) for i in b"a \n\t"] == ["a", "\u2423", "\u21b5", "\u21e5"]
+    assert prompt.token_label(TOK, 0xE2) == "\\xe2"         # first byte of a 3-byte character
+    assert prompt.token_label(TOK, 0x07) == "\\x07"         # a control byte
 
 
 def test_distribution_chart_counts_the_kept_tokens():
     logits = np.linspace(3, -3, 256).astype(np.float32)      # (V,) distinct, token 0 most likely
-    greedy = widgets.distribution_html(TOK, logits, 0.0, top_k=5)
+    greedy = temperature.distribution_html(TOK, logits, 0.0, top_k=5)
     assert "greedy" in greedy and greedy.count("width: 100.00%") == 1 and "top-k 5" in greedy
-    top5 = widgets.distribution_html(TOK, logits, 1.0, top_k=5)
+    top5 = temperature.distribution_html(TOK, logits, 1.0, top_k=5)
     assert "sampling from 5 of 256 tokens" in top5 and top5.count(">cut<") == 5   # bars 6 to 10
     probs = filtered_probs(logits[None], 1.0, 5)[0]
     assert f"{100 * probs[0]:.1f}%" in top5
-    everything = widgets.distribution_html(TOK, logits, 2.0)
+    everything = temperature.distribution_html(TOK, logits, 2.0)
     assert "sampling from 256 of 256 tokens" in everything and ">cut<" not in everything
 
 
@@ -137,11 +138,11 @@ def test_attention_image_has_one_pixel_per_weight():
     T = 7
     weights = np.tril(rng.random((T, T)))                    # (T, T), causal
     weights /= weights.sum(-1, keepdims=True)
-    png = base64.b64decode(widgets.attention_png(weights).split(",", 1)[1])
+    png = base64.b64decode(attention.attention_png(weights).split(",", 1)[1])
     pixels = np.round(imread(io.BytesIO(png)) * 255).astype(int)            # (T, T, 4)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     assert pixels.shape == (T, T, 4)
-    assert (pixels[future] == widgets.MASKED).all()
+    assert (pixels[future] == attention.MASKED).all()
     np.testing.assert_array_equal(pixels[~future], colormaps["viridis"](weights[~future], bytes=True))
 
 
@@ -149,7 +150,7 @@ def test_attention_image_has_one_pixel_per_weight():
 def test_static_temperature_widget(model):
     w = widgets.temperature_widget(model, TOK, PROMPT, n_tokens=12, live=False)
     assert w.live is None
-    check_contract(w.html, initial=[widgets.TEMPERATURES.index(1.0), 0, 0])
+    check_contract(w.html, initial=[temperature.TEMPERATURES.index(1.0), 0, 0])
     data = widget_data(w.html)
     assert data["labels"] == [["0", "0.25", "0.5", "0.75", "1", "1.25", "1.5", "1.75", "2"],
                               ["off", "40", "5"], ["off", "0.9", "0.5"]]
@@ -159,8 +160,8 @@ def test_static_temperature_widget(model):
                                                  [None, 40, 5].index(k), [None, 0.9, 0.5].index(p)],
                                                 data["labels"])]]
         new = model.generate(ids, 12, temperature=t, top_k=k, top_p=p, seed=0)[0, ids.shape[1]:]
-        assert view[1] == widgets.sample_html(TOK, ids[0], new)
-        assert view[0] == widgets.distribution_html(TOK, model.forward(ids)[0, -1], t, k, p)
+        assert view[1] == temperature.sample_html(TOK, ids[0], new)
+        assert view[0] == temperature.distribution_html(TOK, model.forward(ids)[0, -1], t, k, p)
 
 
 def test_static_attention_viewer(model):
@@ -172,7 +173,7 @@ def test_static_attention_viewer(model):
     att = np.stack([a[0] for a in atts])                     # (L, H, T, T)
     for layer, head in [(0, 0), (3, 1)]:
         view = data["views"][data["index"][flat([layer, head], data["labels"])]][0]
-        assert widgets.attention_png(att[layer, head]) in view and f"layer {layer}, head {head}" in view
+        assert attention.attention_png(att[layer, head]) in view and f"layer {layer}, head {head}" in view
 
 
 def test_static_widgets_refuse_an_empty_prompt(model):
@@ -188,7 +189,7 @@ def test_static_widgets_refuse_an_empty_prompt(model):
 
 def test_long_prompts_are_cropped_as_generation_crops_them(model):
     text = "x" * 50 + "y" * 30                                # 80 bytes, n_ctx 64
-    ids, note = widgets.encode_prompt(TOK, text, CONFIG.n_ctx)
+    ids, note = prompt.encode_prompt(TOK, text, CONFIG.n_ctx)
     np.testing.assert_array_equal(ids[0], TOK.encode(text)[-64:])
     assert "80 tokens" in note and "last 64" in note
     w = widgets.attention_viewer(model, TOK, text, live=False)
