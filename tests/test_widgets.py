@@ -79,7 +79,7 @@ def check_contract(page, initial):
 # ---- sampling every setting at once ----------------------------------------------------------------
 def test_each_row_samples_what_generate_samples(model):
     ids = np.array([TOK.encode(PROMPT)])                     # (1, T)
-    rows = sampler.generate_all(model, ids, SETTINGS, 30, seed=3)          # (6, 30)
+    rows = sampler.generate_all(model, ids, SETTINGS, 30, seed=3)           # (6, 30)
     for (t, k, p), row in zip(SETTINGS, rows):
         alone = model.generate(ids, 30, temperature=t, top_k=k, top_p=p, seed=3)[0, ids.shape[1]:]
         np.testing.assert_array_equal(row, alone, err_msg=f"temperature {t} top_k {k} top_p {p}")
@@ -91,7 +91,7 @@ def test_each_row_samples_what_generate_samples_in_torch():
     from lib import torch_twin as tt
     model = tt.GPT(CONFIG, seed=0)
     ids = np.array([TOK.encode(PROMPT)])                     # (1, T)
-    rows = sampler.generate_all(model, ids, SETTINGS, 10, seed=1)          # (6, 10)
+    rows = sampler.generate_all(model, ids, SETTINGS, 10, seed=1)           # (6, 10)
     for (t, k, p), row in zip(SETTINGS, rows):
         alone = model.generate(torch.as_tensor(ids), 10, temperature=t, top_k=k, top_p=p, seed=1)
         np.testing.assert_array_equal(row, alone[0, ids.shape[1]:].numpy())
@@ -117,8 +117,8 @@ def test_bad_settings_are_refused():
 # ---- drawing ---------------------------------------------------------------------------------------
 def test_token_labels_show_whitespace_and_partial_characters():
     assert [prompt.token_label(TOK, i) for i in b"a \n\t"] == ["a", "\u2423", "\u21b5", "\u21e5"]
-    assert prompt.token_label(TOK, 0xE2) == "\\xe2"         # first byte of a 3-byte character
-    assert prompt.token_label(TOK, 0x07) == "\\x07"         # a control byte
+    assert prompt.token_label(TOK, 0xE2) == "\\xe2"          # first byte of a 3-byte character
+    assert prompt.token_label(TOK, 0x07) == "\\x07"          # a control byte
 
 
 def test_distribution_chart_counts_the_kept_tokens():
