@@ -17,6 +17,7 @@ from lib import sample
 from lib import torch_twin as tt
 from lib.config import GPTConfig
 from lib.sampling import refill_length
+from lib.torch_twin import cpu_decode
 from lib.weights import init_state, save_hf_gpt2
 
 CFG = GPTConfig(vocab_size=256, n_ctx=32, n_layer=2, n_head=2, n_embd=32)
@@ -92,38 +93,48 @@ def test_greedy_same_with_and_without_cache_in_both_twins_and_in_transformers(tw
 def test_split_matmul_is_the_linear_product(k):
     """Blocks of W^T's rows (zero-padded when k does not divide in) give x W^T + b. Tolerance
     1e-5 relative: the same float32 dot products, summed in another order by another kernel."""
-    from lib.torch_twin.model import split_inputs
     g = torch.Generator().manual_seed(k)
-    layer = tt.Linear(25, 37)
+    w, b = torch.randn(37, 25, generator=g), torch.randn(37, generator=g)
     x = torch.randn(2, 5, 25, generator=g)
-    with torch.no_grad():
-        expected = layer(x)                                   # (2, 5, 37)
-        layer.split = split_inputs(layer.weight, k)           # (k, ceil(25 / k), 37)
-        assert layer.split.shape == (k, -(-25 // k), 37)
-        got = layer(x)
-    assert got.shape == expected.shape
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    w_split = cpu_decode.split_inputs(w, k)                   # (k, ceil(25 / k), 37)
+    assert w_split.shape == (k, -(-25 // k), 37)
+    for bias in (b, None):
+        expected = torch.nn.functional.linear(x, w, bias)     # (2, 5, 37)
+        got = cpu_decode.split_matmul(x, w_split, bias)
+        assert got.shape == expected.shape
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def replaced(model):
+    """Which of the model's methods are replaced on the instance: the head, Linear forwards."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    return "lm_head" in vars(model), ["forward" in vars(m) for m in linears]
 
 
 def test_cpu_decode_layout_gives_the_same_logits_and_follows_weight_changes():
     """Inside the layout every Linear and the head use blocks of inputs; outside, none is left.
     A changed weight (here a load) rebuilds the blocks: never logits of stale weights."""
-    from lib.torch_twin.generate import cpu_decode_layout
     model = tt.GPT(CFG).eval()
     idx = torch.as_tensor(PROMPT)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)                                  # two blocks per weight
     try:
+        previous = None
         with torch.no_grad():
             for seed in (0, 1):
                 model.load_state_dict(init_state(CFG, seed))
                 expected = model(idx)
-                with cpu_decode_layout(model):
-                    assert model.head_split.shape[0] == 2 and model.h[0].mlp.c_fc.split.shape[0] == 2
+                with cpu_decode.cpu_decode_layout(model):
+                    blocks = cpu_decode.weight_blocks(model)
+                    assert blocks is not previous             # built for these weights
+                    assert len(blocks) == 4 * CFG.n_layer + 1 and all(w.shape[0] == 2 for w in blocks)
+                    assert replaced(model) == (True, [True] * 4 * CFG.n_layer)
                     got = model(idx)
                 torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
-                assert model.head_split is None and all(m.split is None for m in model.modules()
-                                                        if isinstance(m, tt.Linear))
+                assert replaced(model) == (False, [False] * 4 * CFG.n_layer)
+                assert cpu_decode.weight_blocks(model) is blocks  # kept while the weights stay
+                torch.testing.assert_close(model(idx), expected, rtol=0, atol=0)
+                previous = blocks
     finally:
         torch.set_num_threads(threads)
 

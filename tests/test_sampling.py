@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lib import sampling
-from lib.torch_twin import generate as tg
+from lib.torch_twin import sampling as ts
 
 
 def reference_probs(logits_row, temperature, top_k, top_p):
@@ -86,7 +86,7 @@ def test_draw_is_the_inverse_cdf_and_never_picks_a_removed_token():
     assert sampling.draw(probs, u).tolist() == [1, 1, 3, 3]
     # u = 1 (never drawn, but rounding in u * total could reach the total): the last kept token
     assert sampling.draw(probs[:1], np.array([1.0])).tolist() == [3]
-    assert tg.draw(torch.as_tensor(probs[:1]), torch.tensor([1.0], dtype=torch.float64)).tolist() == [3]
+    assert ts.draw(torch.as_tensor(probs[:1]), torch.tensor([1.0], dtype=torch.float64)).tolist() == [3]
 
 
 # ---- the sampler --------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def test_a_seed_reproduces_a_sample():
 # ---- the torch twin's on-device steps equal the shared ones -----------------------------------------
 @pytest.mark.parametrize("temperature,top_k,top_p", SETTINGS)
 def test_torch_filtered_probs_equal_the_shared_ones(temperature, top_k, top_p):
-    got = tg.filtered_probs(torch.as_tensor(LOGITS), temperature, top_k, top_p).numpy()
+    got = ts.filtered_probs(torch.as_tensor(LOGITS), temperature, top_k, top_p).numpy()
     # both float64 from the same float32 logits; exp and cumsum may differ in the last bits
     np.testing.assert_allclose(got, sampling.filtered_probs(LOGITS, temperature, top_k, top_p), rtol=1e-12, atol=1e-15)
 
@@ -129,12 +129,12 @@ def test_torch_penalize_and_draw_equal_the_shared_ones():
     rng = np.random.default_rng(3)
     seen = rng.random(LOGITS.shape) < 0.3
     for penalty in (0.5, 1.3):
-        np.testing.assert_array_equal(tg.penalize(torch.as_tensor(LOGITS), torch.as_tensor(seen), penalty).numpy(),
+        np.testing.assert_array_equal(ts.penalize(torch.as_tensor(LOGITS), torch.as_tensor(seen), penalty).numpy(),
                                       sampling.penalize(LOGITS, seen, penalty))
     probs = sampling.filtered_probs(LOGITS, 1.0, 12, 0.9)
     for _ in range(50):
         u = rng.random(3)
-        assert tg.draw(torch.as_tensor(probs), torch.as_tensor(u)).tolist() == sampling.draw(probs, u).tolist()
+        assert ts.draw(torch.as_tensor(probs), torch.as_tensor(u)).tolist() == sampling.draw(probs, u).tolist()
 
 
 @pytest.mark.parametrize("settings", [dict(temperature=0.9, top_k=8, top_p=0.9, repetition_penalty=1.5),
@@ -143,7 +143,7 @@ def test_device_sampler_picks_what_the_shared_sampler_picks(settings):
     rng = np.random.default_rng(4)
     steps = [rng.standard_normal((3, 40)).astype(np.float32) for _ in range(30)]  # (3, 40) each
     host = sampling.Sampler(40, 3, seed=11, **settings)
-    device = tg.DeviceSampler(40, 3, len(steps), seed=11, **settings)
+    device = ts.DeviceSampler(40, 3, len(steps), seed=11, **settings)
     host.observe(np.array([[1, 2], [3, 3], [39, 0]]))
     device.observe(torch.tensor([[1, 2], [3, 3], [39, 0]]))
     for logits in steps:
@@ -166,7 +166,7 @@ def test_bad_sampling_settings(kwargs, name):
     with pytest.raises(ValueError, match=name):
         sampling.Sampler(40, 1, **kwargs)
     with pytest.raises(ValueError, match=name):
-        tg.DeviceSampler(40, 1, 5, **kwargs)
+        ts.DeviceSampler(40, 1, 5, **kwargs)
 
 
 @pytest.mark.parametrize("prompt,kwargs,match", [

@@ -6,6 +6,7 @@ G = kv_heads (key/value heads, H unless GQA/MQA), F = hidden_dim (feed-forward w
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -66,38 +67,7 @@ def repeat_kv(x, n):
 
 
 # ---- layers ----------------------------------------------------------------------------------------
-def split_inputs(w, k):
-    """W (out, in) -> W^T cut along the inputs into k blocks, (k, m, out) with m = ceil(in / k),
-    the last padded with zero rows: the layout `split_matmul` reads."""
-    n_out, n_in = w.shape
-    m = -(-n_in // k)
-    w_t = F.pad(w, (0, k * m - n_in)).T                      # (k m, out)
-    return w_t.reshape(k, m, n_out).contiguous()             # (k, m, out)
-
-
-def split_matmul(x, w_split):
-    """x W^T with W^T given in k blocks of inputs (see split_inputs): block j multiplies the
-    j-th slice of x's features, the k products run as one bmm, which torch spreads over its
-    threads, and their sum is the product. x: (..., in) -> (..., out)."""
-    k, m, n_out = w_split.shape
-    rows = F.pad(x, (0, k * m - x.shape[-1])).reshape(-1, k, m).transpose(0, 1)  # (k, N, m)
-    return torch.bmm(rows, w_split).sum(dim=0).reshape(*x.shape[:-1], n_out)      # (k, N, out) -> (..., out)
-
-
-class Linear(nn.Linear):
-    """y = x W^T + b, W stored (out, in), as in the numpy twin. `split`, set only while the torch
-    twin decodes on the CPU (generate.py's `cpu_decode_layout`), holds W^T in blocks of inputs,
-    one per thread: with one row per step torch's CPU product runs on one thread and reads
-    memory at a fraction of the machine's bandwidth; the blocks run side by side."""
-    split = None
-
-    def forward(self, x):                                     # (..., in) -> (..., out)
-        if self.split is None:
-            return super().forward(x)
-        y = split_matmul(x, self.split)
-        return y if self.bias is None else y + self.bias
-
-
+Linear = nn.Linear          # y = x W^T + b, W stored (out, in), as in the numpy twin
 Embedding = nn.Embedding    # row i is the vector of token (or position) i
 LayerNorm = nn.LayerNorm    # normalise to mean 0, variance 1, then scale and shift
 RMSNorm = nn.RMSNorm        # divide by the root mean square, then scale: no mean, no bias
@@ -244,12 +214,8 @@ class GPT(nn.Module):
             extras.append(hidden)
         return (logits, *extras) if extras else logits
 
-    head_split = None                                         # wte^T in blocks of inputs, as Linear.split
-
     def lm_head(self, hidden):                                # (B, T, C) -> (B, T, V)
-        """The output head, tied to wte (the GPU training path swaps in a padded one)."""
-        if self.head_split is not None:
-            return split_matmul(hidden, self.head_split)
+        """The output head, tied to wte (`replace_head`, below, swaps in another for a while)."""
         return hidden @ self.wte.weight.T
 
     def _check_idx(self, idx, start):
@@ -307,3 +273,17 @@ class GPT(nn.Module):
         model = cls(config)
         model.load_state_dict(state)
         return model
+
+
+# ---- swapping the output head (torch only: CPU decoding, GPU training) ---------------------------
+@contextlib.contextmanager
+def replace_head(model, head):
+    """Within this block `model.forward` computes its logits as head(hidden), (B, T, C) ->
+    (B, T, V), instead of the tied product above: the function, set on the instance, hides the
+    method, and leaving the block deletes it. Its two users: the CPU decode layout
+    (cpu_decode.py) and GPU training's padded vocabulary (train.py's `pad_vocab`)."""
+    model.lm_head = head
+    try:
+        yield
+    finally:
+        del model.lm_head
