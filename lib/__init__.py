@@ -2,15 +2,12 @@
 
 `import lib` is cheap: it loads the framework-free configuration only. The twins load on
 first use, `lib.numpy_twin` (numpy only) and `lib.torch_twin` (torch), so a machine
-without torch can still run everything numpy. One process-wide setting: glibc's allocator
-keeps freed memory for reuse (`lib/allocator.py`: half of a numpy training step was page faults).
+without torch can still run everything numpy. It sets nothing process-wide (the numpy twin's
+`Trainer` tunes the C allocator: `lib/allocator.py`).
 """
 import importlib
 
-from .allocator import keep_freed_memory
 from .config import GPTConfig, kv_cache_bytes, param_counts, param_shapes
-
-keep_freed_memory()                # numpy's temporaries reuse freed memory: see lib/allocator.py
 
 __all__ = ["GPTConfig", "kv_cache_bytes", "param_counts", "param_shapes"]
 

@@ -5,14 +5,15 @@ numpy twin makes hundreds of them, 0.1 to a few MB each. With glibc's defaults, 
 a threshold (128 KB at first, raised as big blocks are freed) come straight from the kernel
 (mmap), and freed memory at the top of the heap goes back to the kernel as soon as a few MB
 are free; either way the next array's pages are new to the process, and every 4 KB page
-costs a page fault when first written. On a 2-core machine that was about half of the numpy
-twin's training step (190 -> 100 ms for the small preset) and a smaller share of the torch
-twin's. `keep_freed_memory()` raises both thresholds (mallopt): arrays under 32 MiB come
-from the heap, and the heap keeps up to 256 MiB of free memory for the next step.
+costs a page fault when first written. On a 2-core machine those page faults were about
+half of a numpy training step. `keep_freed_memory()` raises both thresholds (mallopt):
+arrays under 32 MiB come from the heap, and the heap keeps up to 256 MiB of free memory
+for the next step.
 
-`import lib` calls it once. Set GPT2_COURSE_MALLOC=default in the environment to keep
-glibc's defaults (to measure the difference, or on a machine short of memory). Elsewhere
-(macOS, Windows, musl) it does nothing.
+It changes the whole process, so nothing runs it on import: the numpy twin's `Trainer` calls
+it when it is created (`lib.train.train` and `python -m lib.bench train` start there). Set
+GPT2_COURSE_MALLOC=default in the environment to keep glibc's defaults (to measure the
+difference, or on a machine short of memory). Elsewhere (macOS, Windows, musl) it does nothing.
 """
 from __future__ import annotations
 

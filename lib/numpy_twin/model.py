@@ -21,47 +21,17 @@ from ..weights import init_state, load_hf_gpt2, load_state, save_state
 _GELU_C = math.sqrt(2.0 / math.pi)   # 0.7978845608...
 
 
-def _gelu_tanh(x):
-    """tanh(sqrt(2/pi) (x + 0.044715 x^3)), in one buffer (in-place steps: fewer passes over memory)."""
-    t = x * x
-    t *= 0.044715
-    t += 1.0
-    t *= x
-    t *= _GELU_C
-    return np.tanh(t, out=t)
-
-
 def gelu(x):
     """GPT-2's GELU, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    return gelu_keep(x)[0]
+    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x * x * x)))   # x * x * x: numpy's x ** 3 is slow
 
 
-def gelu_keep(x):
-    """gelu(x) and its tanh term t, for gelu_backward: tanh is the costliest step of both
-    passes, so the MLP keeps it rather than computing it twice."""
-    t = _gelu_tanh(x)
-    y = t + 1.0
-    y *= x
-    y *= 0.5
-    return y, t
-
-
-def gelu_backward(dy, x, t=None):
-    """dy * d/dx gelu(x) = dy * (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)).
-    t: the tanh term kept by gelu_keep (computed again when not given; never modified)."""
-    if t is None:
-        t = _gelu_tanh(x)
-    slope = x * x                                            # then 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3a x^2)
-    slope *= 3 * 0.044715
-    slope += 1.0
-    slope *= x
-    slope *= 0.5 * _GELU_C
-    slope *= 1.0 - t * t
-    grad = t + 1.0
-    grad *= 0.5
-    grad += slope
-    grad *= dy
-    return grad
+def gelu_backward(dy, x):
+    """dy * d/dx gelu(x). With t = tanh u and u = sqrt(2/pi) (x + 0.044715 x^3), the product
+    and chain rules give 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx, du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)."""
+    t = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
+    du_dx = _GELU_C * (1.0 + 3 * 0.044715 * x * x)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du_dx)
 
 
 _erf64 = np.frompyfunc(math.erf, 1, 1)
@@ -367,18 +337,14 @@ class MLP(Module):
 
     def forward(self, x):                                    # x: (B, T, C)
         h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
-        t = None
-        if self.act is gelu and self.act_backward is gelu_backward:
-            a, t = gelu_keep(h)                              # (B, T, F) each: keep tanh for backward
-        else:
-            a = self.act(h)                                  # (B, T, F)
+        a = self.act(h)                                      # (B, T, F)
         out, c_proj_cache = self.c_proj.forward(a)           # (B, T, C)
-        return out, (c_fc_cache, h, t, c_proj_cache)
+        return out, (c_fc_cache, h, c_proj_cache)
 
     def backward(self, dout, cache):
-        c_fc_cache, h, t, c_proj_cache = cache
+        c_fc_cache, h, c_proj_cache = cache
         da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
-        dh = self.act_backward(da, h) if t is None else gelu_backward(da, h, t)
+        dh = self.act_backward(da, h)                        # (B, T, F)
         return self.c_fc.backward(dh, c_fc_cache)            # (B, T, C)
 
 

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..allocator import keep_freed_memory
 from ..train import uses_weight_decay
 
 
@@ -164,6 +165,7 @@ class Trainer:
             raise ValueError("compile=True needs the torch twin (torch.compile)")
         self.model, self.grad_clip = model, grad_clip
         self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
+        keep_freed_memory()                                  # each step's temporaries reuse freed memory
 
     def step(self, micro_batches, lr):
         return train_step(self.model, self.optimizer, micro_batches, lr, self.grad_clip)
