@@ -20,7 +20,7 @@ from grader.spec import Exercise, Rng, Test, equal, filtered, frequencies
 EXERCISE = Exercise(
     id="ex4", title="Top-k and top-p",
     functions=("top_k_filter", "top_p_filter", "sample"),
-    blocked=("lib.sampling:*", "lib.numpy_twin.generate:*", "lib.torch_twin.generate:*",
+    blocked=("lib.sampling:*", "lib.numpy_twin.generate:*", "lib.torch_twin.generate:*", "lib.torch_twin.sampling:*",
              "lib.numpy_twin.model:GPT.generate", "lib.numpy_twin.model:GPT.stream",
              "lib.torch_twin.model:GPT.generate", "lib.torch_twin.model:GPT.stream"),
 )
