@@ -10,7 +10,7 @@ every weight once (all blocks, the tied head, one row of wpe) and does little ar
 byte, so tokens/s <= read bandwidth / weight bytes. Bandwidth: the fastest of a few plain reads
 of a 512 MiB array (numpy sum, torch sum, and a matrix-vector product through each library's
 BLAS, which is what decoding does). Last line: one JSON object. On the CPU the torch twin decodes
-through `lib.torch_twin.generate.cpu_decode_layout` (weights in blocks of inputs, one per thread).
+through `lib.torch_twin.cpu_decode` (weights in blocks of inputs, one per thread).
 
 On a busy shared machine wall-clock figures mostly measure the other processes (threads that
 wait for a core stall everyone). `--cpu-time` then times with the process's CPU clock instead;
