@@ -215,7 +215,8 @@ class GPT(nn.Module):
         return (logits, *extras) if extras else logits
 
     def lm_head(self, hidden):                                # (B, T, C) -> (B, T, V)
-        """The output head, tied to wte (`replace_head`, below, swaps in another for a while)."""
+        """The output head, tied to wte. A method, so that `replace_head` (at the end of this file)
+        can swap in another way of computing the same logits for a while."""
         return hidden @ self.wte.weight.T
 
     def _check_idx(self, idx, start):
