@@ -1,7 +1,8 @@
 """GPTConfig: the one description of a model's shape, shared by both twins (no framework here).
 
 Also the parameter count by formula (`param_counts`), the canonical list of every
-parameter's name and shape (`param_shapes`), and the KV-cache size (`kv_cache_bytes`).
+parameter's name and shape (`param_shapes`), which of them AdamW decays (`uses_weight_decay`),
+and the KV-cache size (`kv_cache_bytes`).
 """
 from __future__ import annotations
 
@@ -144,6 +145,12 @@ def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
                        **linear(p + "mlp.c_fc", C, F), **linear(p + "mlp.c_proj", F, C)})
     shapes.update(norm("ln_f"))
     return shapes
+
+
+def uses_weight_decay(name: str, ndim: int) -> bool:
+    """AdamW decays the 2-D weight matrices and embeddings; biases and LayerNorm gains
+    (1-D) are left alone, since pulling them toward 0 only hurts."""
+    return ndim == 2 and name.endswith(".weight")
 
 
 def param_counts(config: GPTConfig) -> dict[str, int]:

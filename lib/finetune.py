@@ -11,7 +11,7 @@ romances, tragedies) does a passage of Shakespeare come?
   modelling loss on the same sequences (GPT-1 used lm_weight = 0.5).
 - Splits: `play_folds` deals the 38 plays into folds holding every genre; split k tests on the
   plays of fold k, fine-tunes on the others, and pre-trains on the others' text only
-  (`pretrained`), so no test play is seen before the test.
+  (`pretrained`, through `lib.pretrained.trained_folder`), so no test play is seen before the test.
 - `finetune(model, head, x, labels, ...)`: the loop, the same for both twins (the step is the
   twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`).
 - `genre_experiment(...)`: every split x {pre-trained, from scratch} x {with L1, without},
@@ -24,22 +24,21 @@ of the text, so a change retrains instead of reusing a stale result.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import json
 
 import numpy as np
 
 from .assets import cache_dir
 from .config import GPTConfig
+from .twins import twin_module, twin_of
 
 GENRES = ("comedies", "histories", "problems", "roman", "romances", "tragedies")
 TEXT_VOCAB = 256                     # bytes
 N_SPECIAL = 3                        # start, delimiter, classify: ids TEXT_VOCAB, +1, +2
 
-# The model pre-trained for each split, and how (lib.train.train's options).
-# Sized for a 2-core CPU: the whole experiment (4 pre-trainings, 16 fine-tunings) took 12 min 13 s
-# on one, once (then cached).
+# The model pre-trained for each split, and how (lib.train.train's options). Sized so that the
+# whole experiment (4 pre-trainings, 16 fine-tunings) runs on a 2-core CPU; it is cached after
+# its first run.
 PRETRAIN_CONFIG = GPTConfig(vocab_size=TEXT_VOCAB, n_ctx=128, n_layer=4, n_head=4, n_embd=64)
 PRETRAIN = dict(max_iters=1000, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1,
                 betas=(0.9, 0.99), grad_clip=1.0, seed=1337)
@@ -53,20 +52,9 @@ def special_ids(text_vocab=TEXT_VOCAB):
     return text_vocab, text_vocab + 1, text_vocab + 2
 
 
-def normal_rows(n, width, seed):
-    """(n, width) float32 values drawn N(0, 0.02), GPT-2's init scale: new embedding rows and the
-    head's weights, the same in both twins for the same seed."""
-    return (np.random.default_rng(seed).standard_normal((n, width)) * 0.02).astype(np.float32)
-
-
-def _twin_module(model, name):
-    from .train import twin_of
-    return importlib.import_module(f"lib.{twin_of(model)}_twin.{name}")
-
-
 # ---- the task --------------------------------------------------------------------------------------
 def _plays():
-    from .data import shakespeare_plays
+    from .shakespeare import shakespeare_plays
     return {p["slug"]: p for p in shakespeare_plays()}
 
 
@@ -114,7 +102,7 @@ def genre_examples(slugs, per_play, segment_len=TASK["segment_len"], seed=0):
     plays = _plays()
     unknown = sorted(set(slugs) - set(plays))
     if unknown:
-        raise ValueError(f"unknown plays {unknown}; expected slugs from lib.data.shakespeare_plays()")
+        raise ValueError(f"unknown plays {unknown}; expected slugs from lib.shakespeare.shakespeare_plays()")
     rng = np.random.default_rng(seed)
     xs, labels = [], []
     for slug in slugs:
@@ -132,13 +120,6 @@ def majority_baseline(train_labels, test_labels):
 
 
 # ---- pre-training, cached ------------------------------------------------------------------------
-def _digest(*parts):
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
-    return h.hexdigest()[:12]
-
-
 def pretraining_text(fold, n_folds=4):
     """The text of split `fold`'s training plays, one after another: all its model pre-trains on."""
     plays = _plays()
@@ -147,30 +128,19 @@ def pretraining_text(fold, n_folds=4):
 
 def pretrained_folder(fold, n_folds=4, config=PRETRAIN_CONFIG, recipe=None, progress=True, device="cpu"):
     """The folder of the model pre-trained (next-byte prediction) on the text of split `fold`'s
-    training plays only; trained on first use (torch twin when installed, on `device`) and cached."""
-    from .train import train, write_history
+    training plays only; trained on first use (torch twin when installed, on `device`) and cached
+    (`lib.pretrained.trained_folder`)."""
+    from .pretrained import trained_folder
 
-    recipe = {**PRETRAIN, **(recipe or {})}
-    ids = np.frombuffer(pretraining_text(fold, n_folds).encode("utf-8"), np.uint8)
-    folder = cache_dir() / "finetune" / f"pretrained-{fold}of{n_folds}-{_digest(config.to_dict(), recipe, ids.tobytes())}"
-    if not (folder / "model.safetensors").is_file():
-        twin = "torch" if importlib.util.find_spec("torch") else "numpy"
-        if progress:
-            print(f"Pre-training for split {fold} once ({twin} twin, {recipe['max_iters']} steps); "
-                  f"cached in {folder}")
-        model = importlib.import_module(f"lib.{twin}_twin").GPT(config, seed=recipe["seed"])
-        history = train(model, ids.astype(np.uint16), None, device=device if twin == "torch" else None,
-                        progress=progress, **recipe)
-        model.save(folder)                                   # atomic: a complete folder or none
-        write_history(folder, history)
-    return folder
+    ids = np.frombuffer(pretraining_text(fold, n_folds).encode("utf-8"), np.uint8).astype(np.uint16)  # bytes
+    return trained_folder(f"finetune/pretrained-{fold}of{n_folds}", config, {**PRETRAIN, **(recipe or {})}, ids,
+                          device=device, progress=progress)
 
 
 def pretrained(fold, n_folds=4, twin="torch", **options):
     """The pre-trained model of split `fold` as a `lib.numpy_twin.GPT` or `lib.torch_twin.GPT`."""
-    if twin not in ("numpy", "torch"):
-        raise ValueError(f"twin must be 'numpy' or 'torch', got {twin!r}")
-    return importlib.import_module(f"lib.{twin}_twin").GPT.load(pretrained_folder(fold, n_folds, **options))
+    GPT = twin_module(twin).GPT                              # a bad twin name raises before any training
+    return GPT.load(pretrained_folder(fold, n_folds, **options))
 
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
@@ -189,7 +159,7 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, epochs=3, batch_size=32, 
         raise ValueError(f"lm_weight must be >= 0, got {lm_weight!r}")
     steps_per_epoch = -(-len(x) // batch_size)
     total = epochs * steps_per_epoch
-    twin = _twin_module(model, "finetune")
+    twin = twin_module(twin_of(model), "finetune")
     optimizer = twin.make_optimizer(model, head, lr, weight_decay)
     rng = np.random.default_rng(seed)
     history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
@@ -211,16 +181,24 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, epochs=3, batch_size=32, 
 
 def classifier(model, seed=0):
     """(model with the three special tokens added, a fresh ClassifierHead over GENRES), same twin."""
-    twin = _twin_module(model, "finetune")
+    twin = twin_module(twin_of(model), "finetune")
     return twin.add_tokens(model, N_SPECIAL, seed), twin.ClassifierHead(model.config.n_embd, len(GENRES), seed)
 
 
 def accuracy(model, head, x, labels):
-    return float(np.mean(_twin_module(model, "finetune").predict(model, head, x) == labels))
+    return float(np.mean(twin_module(twin_of(model), "finetune").predict(model, head, x) == labels))
 
 
 # ---- the experiment ----------------------------------------------------------------------------------
 VARIANTS = (("pretrained", 0.5), ("pretrained", 0.0), ("scratch", 0.5), ("scratch", 0.0))
+
+
+def _digest(*parts):
+    """12 hex digits of sha256 over the parts: bytes as they are, anything else as sorted JSON."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
+    return h.hexdigest()[:12]
 
 
 def genre_experiment(n_folds=4, config=PRETRAIN_CONFIG, pretrain=None, task=None, finetuning=None, progress=True,

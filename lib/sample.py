@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import importlib
 import importlib.util
 import json
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 from .config import kv_cache_bytes
+from .twins import TWINS, as_model_ids, default_twin, twin_module
 
 
 def build_parser():
@@ -37,7 +37,7 @@ def build_parser():
     p.add_argument("--no-cache", action="store_true", help="recompute the whole window for every token")
     p.add_argument("--stream", action="store_true", help="print each token as it comes")
     p.add_argument("--json", action="store_true", help="end with one JSON line: ids, text, tokens_per_s, ...")
-    p.add_argument("--twin", choices=("numpy", "torch"), help="default: torch when installed, else numpy")
+    p.add_argument("--twin", choices=TWINS, help="default: torch when installed, else numpy")
     p.add_argument("--device", help="torch twin: cpu, cuda, ... (default: cuda if available, else cpu)")
     return p
 
@@ -52,7 +52,7 @@ def load_model(folder, twin):
                                 f"checkpoint folder or a Hugging Face GPT-2 folder")
     if (folder / POINTER).is_file():
         folder = latest_checkpoint(folder)
-    GPT = importlib.import_module(f"lib.{twin}_twin").GPT
+    GPT = twin_module(twin).GPT
     config_file = folder / "config.json"
     is_ours = config_file.is_file() and json.loads(config_file.read_text()).get("format") == "gpt2-course"
     return (GPT.load(folder) if is_ours else GPT.from_pretrained(folder)), folder
@@ -75,7 +75,7 @@ def note(text):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    twin = args.twin or ("torch" if importlib.util.find_spec("torch") else "numpy")
+    twin = args.twin or default_twin()
     if args.device and twin != "torch":
         raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the {twin} twin)")
     model, folder = load_model(args.model, twin)
@@ -85,10 +85,7 @@ def main(argv=None):
     if twin == "torch":
         import torch
         model.to(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        idx = torch.tensor([prompt], dtype=torch.long, device=model.wte.weight.device)  # (1, T)
-    else:
-        import numpy as np
-        idx = np.array([prompt], dtype=np.int64)                     # (1, T)
+    idx = as_model_ids(model, [prompt])                              # (1, T)
     cache_bytes = 0 if args.no_cache else kv_cache_bytes(config, config.n_ctx, model.wte.weight.dtype)
     note(f"{folder} ({twin} twin): {config.n_layer} layers, n_ctx {config.n_ctx}, vocab {config.vocab_size}; "
          + ("no cache" if args.no_cache else f"KV cache of {cache_bytes / 2**20:.1f} MiB"))

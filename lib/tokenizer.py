@@ -158,6 +158,13 @@ def train_fast(chunks, num_merges):
 TRAINERS = {"naive": train_naive, "fast": train_fast}
 
 
+def _special_tokens_pattern(specials):
+    """A regex alternation matching any of `specials` (texts), longest first: alternatives are
+    tried in order, so with "<|a|>" and "<|a|><|a|>" the longer must come first or it would be
+    read as two of the shorter. Ties in length go by text, for a fixed order."""
+    return "|".join(regex.escape(t) for t in sorted(specials, key=lambda t: (-len(t), t)))
+
+
 class BPETokenizer:
     """A byte-level BPE tokenizer: 256 byte tokens, merges, then special tokens.
 
@@ -218,7 +225,7 @@ class BPETokenizer:
             raise ValueError(f"trainer must be one of {sorted(TRAINERS)}; got {trainer!r}")
         num_merges = vocab_size - 256 - len(special_tokens)
         split = regex.compile(pattern).findall
-        parts = regex.split("|".join(map(regex.escape, special_tokens)), text) if special_tokens else [text]
+        parts = regex.split(_special_tokens_pattern(special_tokens), text) if special_tokens else [text]
         chunks = [c for part in parts for c in split(part)]  # pre-tokenized chunks (str)
         merges = TRAINERS[trainer](chunks, num_merges)
         specials = {t: 256 + num_merges + k for k, t in enumerate(special_tokens)}
@@ -250,7 +257,7 @@ class BPETokenizer:
                 raise ValueError(f"{name} names {sorted(given - specials)}, which are not special tokens "
                                  f"of this tokenizer; it has {sorted(specials)}")
         if disallowed:
-            found = regex.search("|".join(map(regex.escape, sorted(disallowed))), text)
+            found = regex.search(_special_tokens_pattern(disallowed), text)
             if found:
                 raise ValueError(
                     f"text contains the special token {found.group()!r} at character {found.start()}; "
@@ -259,7 +266,7 @@ class BPETokenizer:
         if not allowed:
             return self.encode_ordinary(text)
         ids = []
-        pieces = regex.split("(" + "|".join(map(regex.escape, sorted(allowed))) + ")", text)
+        pieces = regex.split(f"({_special_tokens_pattern(allowed)})", text)
         for k, piece in enumerate(pieces):  # odd positions hold the special tokens
             ids.extend([self.special_tokens[piece]] if k % 2 else self.encode_ordinary(piece))
         return ids

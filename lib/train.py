@@ -25,14 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from . import checkpoint
+from .twins import TWINS, as_model_ids, default_twin, twin_module, twin_of
 
 HISTORY_FILE = "history.json"
-
-
-def uses_weight_decay(name: str, ndim: int) -> bool:
-    """AdamW decays the 2-D weight matrices and embeddings; biases and LayerNorm gains
-    (1-D) are left alone, since pulling them toward 0 only hurts."""
-    return ndim == 2 and name.endswith(".weight")
 
 
 def lr_at(step: int, lr: float, min_lr: float, warmup_iters: int, max_iters: int) -> float:
@@ -45,24 +40,6 @@ def lr_at(step: int, lr: float, min_lr: float, warmup_iters: int, max_iters: int
         return min_lr
     progress = (step - warmup_iters) / max(1, max_iters - warmup_iters)
     return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def twin_of(model) -> str:
-    """'numpy' or 'torch', from the model's class (torch is not imported to find out)."""
-    module = type(model).__module__
-    for twin in ("numpy", "torch"):
-        if module.startswith(f"lib.{twin}_twin"):
-            return twin
-    raise TypeError(f"model must be a lib.numpy_twin.GPT or a lib.torch_twin.GPT, got {type(model).__name__} "
-                    f"from {module}")
-
-
-def _trainer_class(twin):
-    if twin == "numpy":
-        from .numpy_twin.train import Trainer
-    else:
-        from .torch_twin.train import Trainer
-    return Trainer
 
 
 def _check_data(name, data, vocab_size, batch_size, block_size):
@@ -126,7 +103,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
                 step_batch=step_batch, out=out, resume=resume)
     from .data import BatchSampler, get_batch
 
-    trainer = _trainer_class(twin)(model, lr, betas, weight_decay, grad_clip, device, dtype, compile)
+    trainer = twin_module(twin, "train").Trainer(model, lr, betas, weight_decay, grad_clip, device, dtype, compile)
     main = trainer.rank == 0
     sampler = BatchSampler(train_data, step_batch, block_size, seed)
     history, start = new_history(step_batch * block_size), 0
@@ -241,7 +218,7 @@ def build_parser():
         "Pretrain a GPT on next-token prediction. With no options: the small preset on the embedded "
         "Shakespeare corpus, byte-level, then a sample. Under torchrun (torch twin) it trains with "
         "DistributedDataParallel."))
-    p.add_argument("--twin", choices=("numpy", "torch"), help="default: torch when installed, else numpy")
+    p.add_argument("--twin", choices=TWINS, help="default: torch when installed, else numpy")
     p.add_argument("--data", default="shakespeare", help="'shakespeare' (embedded) or a UTF-8 text file")
     p.add_argument("--tokenizer", choices=("byte", "gpt2"), default="byte")
     p.add_argument("--preset", choices=("small", "gpt2", "gpt2_medium"), default="small")
@@ -274,14 +251,11 @@ def build_parser():
 
 def _build(args):
     """(model, tokenizer, train_data, val_data) for the parsed options; bad ones raise here."""
-    import importlib.util
-
     from .config import GPTConfig
     from .data import load_corpus
     from .tokenizer import BPETokenizer, gpt2_tokenizer
 
-    twin = args.twin or ("torch" if importlib.util.find_spec("torch") else "numpy")
-    GPT = importlib.import_module(f"lib.{twin}_twin").GPT
+    GPT = twin_module(args.twin or default_twin()).GPT
     tokenizer = BPETokenizer() if args.tokenizer == "byte" else gpt2_tokenizer()
     train_data, val_data = load_corpus(args.data, args.tokenizer)
     if args.resume:
@@ -297,12 +271,7 @@ def _build(args):
 
 def _sample(model, tokenizer, n_tokens, seed, prompt="\n"):
     """A continuation of `prompt`, drawn with the twin's `generate` (temperature 1)."""
-    ids = [tokenizer.encode(prompt)]                         # (1, T)
-    if twin_of(model) == "torch":
-        import torch
-        idx = torch.tensor(ids, device=next(model.parameters()).device)
-    else:
-        idx = np.array(ids)
+    idx = as_model_ids(model, [tokenizer.encode(prompt)])    # (1, T)
     return tokenizer.decode(model.generate(idx, n_tokens, seed=seed)[0].tolist())
 
 

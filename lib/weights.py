@@ -1,7 +1,7 @@
 """Weights as plain numpy arrays, shared by both twins (no framework here).
 
 - `init_state(config, seed)`: GPT-2's initialisation, so that one seed gives the same weights
-  in the numpy twin and the torch twin.
+  in the numpy twin and the torch twin; `normal_rows` draws extra rows the same way.
 - `save_state` / `load_state`: the course's own checkpoint, a folder with `config.json` and
   `model.safetensors` (keys as in `lib.config.param_shapes`); both twins read and write it.
 - `load_hf_gpt2(folder)`: a Hugging Face GPT-2 folder (`config.json` + `model.safetensors`),
@@ -44,6 +44,12 @@ def init_state(config: GPTConfig, seed: int = 0, dtype=np.float32) -> dict[str, 
             value = value.astype(dtype, copy=False)
         state[name] = value
     return state
+
+
+def normal_rows(n: int, width: int, seed: int) -> np.ndarray:
+    """(n, width) float32 values drawn N(0, 0.02), GPT-2's init scale: new embedding rows and the
+    head's weights, the same in both twins for the same seed."""
+    return (np.random.default_rng(seed).standard_normal((n, width)) * 0.02).astype(np.float32)
 
 
 def check_state(config: GPTConfig, state: dict[str, np.ndarray], source: str = "state dict") -> None:

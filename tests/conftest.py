@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session", autouse=True)
 def corpus_read_before_tests_move_the_cache():
     """Many tests point GPT2_COURSE_CACHE at an empty folder; the plays (fetched into the real
-    cache by `python -m lib.assets fetch`) are read once before, as lib.data keeps them."""
-    from lib.data import shakespeare_plays
+    cache by `python -m lib.assets fetch`) are read once before, as lib.shakespeare keeps them."""
+    from lib.shakespeare import shakespeare_plays
     shakespeare_plays()
 
 

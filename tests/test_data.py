@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lib import assets, data
-from lib.data import (BatchSampler, download, get_batch, load_corpus, markdown_to_speeches, shakespeare_plays,
-                      shakespeare_text, tokenize_file)
+from lib import assets, data, shakespeare
+from lib.data import BatchSampler, download, get_batch, load_corpus, tokenize_file
+from lib.shakespeare import markdown_to_speeches, shakespeare_plays, shakespeare_text
 from lib.tokenizer import ENDOFTEXT, BPETokenizer, gpt2_tiktoken, gpt2_tokenizer
 
 
@@ -79,7 +79,7 @@ def test_plays_come_with_their_licence():
 
 def test_text_is_deterministic():
     first = shakespeare_text()
-    data._plays.cache_clear()
+    shakespeare._plays.cache_clear()
     assert shakespeare_text() == first
 
 

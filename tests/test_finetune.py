@@ -12,8 +12,8 @@ import lib.finetune as ft
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.config import GPTConfig
-from lib.data import shakespeare_plays
 from lib.numpy_twin import finetune as nf
+from lib.shakespeare import shakespeare_plays
 from lib.torch_twin import finetune as tf
 
 

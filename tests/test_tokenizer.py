@@ -4,6 +4,7 @@ import json
 
 import pytest
 import regex
+import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -160,6 +161,24 @@ def test_special_token_text_is_an_error_unless_allowed():
     assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
     with pytest.raises(ValueError, match=r"not special tokens of this tokenizer.*\['<\|endoftext\|>'\]"):
         ours.encode("x", allowed_special={"<|im_start|>"})
+
+
+def test_longest_special_token_wins():
+    # With overlapping special tokens the longer one is one token, not two of the shorter (as in
+    # tiktoken); it is also the one an error names.
+    double = ENDOFTEXT * 2
+    specials = {ENDOFTEXT: 50256, double: 50257}
+    gpt2 = gpt2_tokenizer()
+    ours = BPETokenizer(gpt2.merge_list(), specials, GPT2_SPLIT_PATTERN, gpt2.byte_ids)
+    theirs = tiktoken.Encoding("gpt2-double-eot", pat_str=GPT2_SPLIT_PATTERN,
+                               mergeable_ranks=tokenizer._gpt2_ranks(), special_tokens=specials)
+    text = "a" + ENDOFTEXT * 3 + " b" + double
+    assert ours.encode(text, allowed_special="all") == [64, 50257, 50256, 275, 50257]
+    assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
+    with pytest.raises(ValueError, match=r"special token '<\|endoftext\|><\|endoftext\|>' at character 1;"):
+        ours.encode(text)
+    with pytest.raises(ValueError):
+        theirs.encode(text)
 
 
 # save / load ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
         sys.exit(f"usage: python -m lib.bench {{{','.join(BENCHMARKS)}}} [options]; got {argv[:1] or 'nothing'}")
-    importlib.import_module(f"lib.bench.{argv[0]}").main(argv[1:])
+    importlib.import_module(f".{argv[0]}", __package__).main(argv[1:])
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..data import shakespeare_text
+from ..shakespeare import shakespeare_text
 from ..tokenizer import BPETokenizer, gpt2_tiktoken, gpt2_tokenizer
 
 TARGETS = {"encode_ratio_max": 20.0, "train_speedup_min": 20.0, "fast_train_s_max": 3.0, "peak_rss_mb_max": 300.0}

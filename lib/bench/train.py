@@ -30,16 +30,12 @@ import numpy as np
 
 from ..config import GPTConfig
 from ..pretrained import RECIPE
+from ..twins import TWINS, as_model_ids, twin_module
 from . import BLOCK, time_in_blocks
 
 GIB = 2 ** 30
 TARGETS = {"val_loss": 1.85, "ratio": 1.5, "torch_ms": 34.0, "memory_gib": 2.5, "mfu": 0.45}
 H100_BF16_PEAK = 989e12
-
-
-def twin_module(twin):
-    import importlib
-    return importlib.import_module(f"lib.{twin}_twin")
 
 
 # ---- quality ------------------------------------------------------------------------------------
@@ -59,17 +55,16 @@ def quality(twin, iters, eval_iters):
 def timing(reps):
     import torch
 
-    from ..numpy_twin.train import Trainer as NumpyTrainer
-    from ..torch_twin.train import Trainer as TorchTrainer
+    from .. import numpy_twin, torch_twin
 
     cfg = GPTConfig.small()
     nano = dataclasses.replace(cfg, vocab_size=65, bias=False, activation="gelu_exact")
     settings = (RECIPE["lr"], RECIPE["betas"], RECIPE["weight_decay"], RECIPE["grad_clip"])
-    trainers = {"numpy": NumpyTrainer(twin_module("numpy").GPT(cfg), *settings),
-                "torch": TorchTrainer(twin_module("torch").GPT(cfg), *settings, device="cpu"),
+    trainers = {"numpy": numpy_twin.Trainer(numpy_twin.GPT(cfg), *settings),
+                "torch": torch_twin.Trainer(torch_twin.GPT(cfg), *settings, device="cpu"),
                 # nanoGPT's choices for its CPU run (no biases, erf GELU, 65 characters): tells
                 # whether a gap to its ~34 ms comes from the model or from the machine
-                "torch, nanoGPT's choices": TorchTrainer(twin_module("torch").GPT(nano), *settings, device="cpu")}
+                "torch, nanoGPT's choices": torch_twin.Trainer(torch_twin.GPT(nano), *settings, device="cpu")}
     rng = np.random.default_rng(1)
 
     def step(twin):                                          # a random batch, one training step
@@ -97,11 +92,6 @@ def memory_child(twin):
     """Run in a fresh process: one 124M training step; prints a JSON line with the peak above
     the memory after imports. The peak counter is reset after the imports (Linux clear_refs)."""
     mod = twin_module(twin)
-    if twin == "torch":
-        import torch
-        to_input = torch.from_numpy
-    else:
-        to_input = np.asarray
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")                                         # VmHWM := VmRSS
     baseline = _status("VmRSS")
@@ -109,7 +99,7 @@ def memory_child(twin):
     model = mod.GPT(cfg, seed=0)
     optimizer = mod.AdamW(model.named_parameters(), 6e-4, (0.9, 0.95), weight_decay=0.1)
     rng = np.random.default_rng(0)
-    x, y = (to_input(rng.integers(0, cfg.vocab_size, (1, 256))) for _ in range(2))
+    x, y = (as_model_ids(model, rng.integers(0, cfg.vocab_size, (1, 256))) for _ in range(2))
     loss, _ = mod.train_step(model, optimizer, [(x, y)], 6e-4, 1.0)
     peak = _status("VmHWM")
     print(json.dumps({"twin": twin, "baseline_bytes": baseline, "peak_bytes": peak, "loss": loss}))
@@ -132,10 +122,10 @@ def gpu(steps, batch, compile):
 
     if not torch.cuda.is_available():
         return {"measured": False, "note": "not measured: no CUDA device"}
-    from ..torch_twin.train import Trainer
+    from ..torch_twin import GPT, Trainer
 
     cfg, T = GPTConfig.gpt2(), 1024
-    model = twin_module("torch").GPT(cfg)
+    model = GPT(cfg)
     trainer = Trainer(model, 6e-4, (0.9, 0.95), 0.1, 1.0, device="cuda", compile=compile)
     rng = np.random.default_rng(0)
     batches = [[(rng.integers(0, cfg.vocab_size, (batch, T)),) * 2] for _ in range(steps + 5)]  # x as y: speed only
@@ -157,7 +147,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m lib.bench train", description=__doc__.split("\n")[0])
     p.add_argument("--parts", nargs="+", choices=("quality", "timing", "memory", "gpu"),
                    default=["quality", "timing", "memory", "gpu"])
-    p.add_argument("--twins", nargs="+", choices=("numpy", "torch"), default=["numpy", "torch"])
+    p.add_argument("--twins", nargs="+", choices=TWINS, default=list(TWINS))
     p.add_argument("--iters", type=int, default=RECIPE["max_iters"], help="quality: training steps")
     p.add_argument("--eval-iters", type=int, default=200, help="quality: batches of 12 x 64 for the final losses")
     p.add_argument("--reps", type=int, default=30, help="timing: timed steps per twin (median reported)")

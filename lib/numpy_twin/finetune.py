@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from ..finetune import normal_rows
+from ..weights import normal_rows
 from .model import GPT, Linear
 from .train import AdamW, clip_grad_norm, cross_entropy
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..allocator import keep_freed_memory
-from ..train import uses_weight_decay
+from ..config import uses_weight_decay
 
 
 def log_softmax(logits):                                     # (..., V) -> (..., V)

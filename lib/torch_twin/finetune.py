@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ..finetune import normal_rows
+from ..weights import normal_rows
 from .model import GPT
 from .train import AdamW, clip_grad_norm, cross_entropy
 
