@@ -176,8 +176,9 @@ CELLS = [
     ## A model to sample from
 
     The course's small byte-level model trained on Shakespeare (`lib.pretrained`: the small preset,
-    4 layers and 128 wide, trained once with a fixed recipe and cached on disk; the first call trains
-    it, which takes about a minute on two cores).
+    4 layers and 128 wide, trained once with a fixed recipe, in about three minutes on two cores, and
+    cached on disk; the install step, `tools/install.sh`, trains it, and where it has not run, the
+    first call does).
     """),
     code('''
     from lib.pretrained import shakespeare_small

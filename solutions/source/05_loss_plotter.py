@@ -120,9 +120,9 @@ CELLS = [
     setup(),
     md("""
     The next cell is the one place that chooses the exercise's sizes. On a CPU: a 2-layer, 64-wide
-    byte-level model (context 64), batches of 8, 1,000 steps (about half a minute on two cores; the
-    issue's 1,000 steps fit because the model is this small). With a GPU: the small preset
-    (4 layers, 128 wide) with batches of 32.
+    byte-level model (context 64), batches of 8, 1,000 steps: enough for the curve to reach its
+    plateau, and about half a minute on two cores because the model is this small. With a GPU: the
+    small preset (4 layers, 128 wide) with batches of 32.
     """),
     code('''
     import numpy as np
