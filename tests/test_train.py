@@ -22,8 +22,8 @@ import torch
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.checkpoint import latest_checkpoint, load_checkpoint
-from lib.config import GPTConfig
-from lib.train import lr_at, main, read_history, train, uses_weight_decay
+from lib.config import GPTConfig, uses_weight_decay
+from lib.train import lr_at, main, read_history, train
 
 F64 = 1e-10
 

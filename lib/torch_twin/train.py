@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from ..train import uses_weight_decay
+from ..config import uses_weight_decay
 from .model import replace_head
 
 
