@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lib import assets, tokenizer
-from lib.data import shakespeare_text
+from lib.shakespeare import shakespeare_text
 from lib.tokenizer import ENDOFTEXT, GPT2_SPLIT_PATTERN, BPETokenizer, gpt2_tiktoken, gpt2_tokenizer
 
 REAL_VOCAB = assets.cache_dir() / assets.GPT2_VOCAB_FILE  # the fetched file, before tests move the cache
