@@ -68,7 +68,7 @@ def is_twin(module):
     return module.startswith(TWINS)
 
 
-def test_the_graph_sees_function_level_and_twin_module_imports():
+def test_the_graph_sees_imports_inside_functions_and_through_lib_twins():
     graph = import_graph()
     assert "lib.numpy_twin.generate" in graph["lib.numpy_twin.model"]      # inside GPT.generate
     assert {"lib.numpy_twin.finetune", "lib.torch_twin.finetune"} <= graph["lib.finetune"]  # twin_module
