@@ -18,6 +18,7 @@ import lib
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.config import GPTConfig, param_counts, param_shapes
+from lib.numpy_twin.model import gelu_backward, relu_backward
 
 LOGIT_ATOL = 1e-4
 
@@ -214,6 +215,40 @@ def test_gelu_exact_gradients_float64():
     _, g_numpy, g_torch = grads_both(cfg, np.float64, idx)
     for name in g_torch:
         assert np.linalg.norm(g_numpy[name] - g_torch[name]) <= 1e-8 * np.linalg.norm(g_torch[name]), name
+
+
+def test_gelu_and_its_derivative_match_torch():
+    """The tanh GELU against torch's own (F.gelu, approximate="tanh") and its autograd derivative;
+    float32 stays float32."""
+    xs = np.linspace(-8, 8, 1601)                            # (1601,)
+    xt = torch.tensor(xs, requires_grad=True)
+    torch.nn.functional.gelu(xt, approximate="tanh").sum().backward()
+    np.testing.assert_allclose(nt.gelu(xs), torch.nn.functional.gelu(xt, approximate="tanh").detach().numpy(),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gelu_backward(np.ones_like(xs), xs), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    x32 = xs.astype(np.float32)
+    assert nt.gelu(x32).dtype == gelu_backward(np.ones_like(x32), x32).dtype == np.float32
+
+
+def test_mlp_uses_whatever_activation_pair_it_holds():
+    """Exercise 1 plugs a GELU in through `act(h)` and `act_backward(dy, h)`: the MLP calls the
+    pair it holds, once each, whatever functions they are."""
+    model = nt.GPT(tiny(), seed=0)
+    model.zero_grad()
+    mlp = model.h[0].mlp                                     # initialised weights
+    x = np.random.default_rng(3).standard_normal((2, 5, 32)).astype(np.float32)   # (B, T, C)
+    dout = np.random.default_rng(4).standard_normal((2, 5, 32)).astype(np.float32)
+    out, cache = mlp.forward(x)
+    dx = mlp.backward(dout, cache)
+    calls = []
+    mlp.act = lambda h: calls.append("act") or nt.gelu(h)
+    mlp.act_backward = lambda dy, h: calls.append("act_backward") or gelu_backward(dy, h)
+    out_wrapped, cache = mlp.forward(x)
+    np.testing.assert_array_equal(out_wrapped, out)
+    np.testing.assert_array_equal(mlp.backward(dout, cache), dx)
+    assert calls == ["act", "act_backward"]
+    mlp.act, mlp.act_backward = nt.relu, relu_backward       # another pair: another result
+    assert not np.allclose(mlp.forward(x)[0], out)
 
 
 def test_finite_differences_float64():
