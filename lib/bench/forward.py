@@ -17,6 +17,7 @@ import torch
 
 from .. import numpy_twin as nt
 from .. import torch_twin as tt
+from ..allocator import keep_freed_memory
 from ..config import GPTConfig
 from . import time_in_blocks
 
@@ -62,6 +63,7 @@ def main(argv=None):
     p.add_argument("--cases", nargs="+", choices=sorted(CASES), default=["small", "gpt2"])
     p.add_argument("--reps", type=int, default=10, help="timed repetitions per twin (median reported)")
     args = p.parse_args(argv)
+    keep_freed_memory()                                      # as a numpy Trainer does (lib/allocator.py)
     results = {}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; numpy {np.__version__}")
     print(f"{'case':<8} {'batch':<9} {'pass':<17} {'numpy ms':>10} {'torch ms':>10} {'numpy/torch':>12}")
