@@ -24,11 +24,10 @@ import nbformat
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-SETUP = '''import sys
-if "google.colab" in sys.modules:  # in Colab: fetch the course and install lib (elsewhere: nothing to do)
-    !git clone -q https://github.com/gpt2-from-scratch/course /content/course 2>/dev/null || true
-    %pip install -q -e /content/course
-    sys.path.insert(0, "/content/course")'''
+sys.path.insert(0, str(ROOT / "tools"))
+from setup_cell import setup_source  # noqa: E402  (tools/ is a folder of scripts, not a package)
+
+SETUP = setup_source()                 # the chapters' setup cell, from _config.yml
 
 
 @dataclass
