@@ -7,6 +7,8 @@
 - `as_model_ids(model, ids)`: token ids (a list, a numpy array, a tensor) as the model's twin takes
   them: a numpy int64 array, or a torch int64 tensor on the model's device.
 - `to_numpy(x)`: a twin's output (array, tensor, or a tuple/list of them) as numpy arrays.
+- `forward(model, ids, **options)`: `model.forward` on token ids with either twin, without
+  gradients, its outputs as numpy arrays.
 """
 from __future__ import annotations
 
@@ -56,3 +58,12 @@ def to_numpy(x):
         x = x.detach().cpu()
         return (x.float() if x.is_floating_point() else x).numpy()
     return np.asarray(x)
+
+
+def forward(model, ids, **options):
+    ids = as_model_ids(model, ids)
+    if twin_of(model) == "numpy":
+        return model.forward(ids, **options)
+    import torch
+    with torch.no_grad():
+        return to_numpy(model.forward(ids, **options))

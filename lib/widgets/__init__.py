@@ -20,7 +20,7 @@ cropped to its last n_ctx tokens as generation does) is reported as a message in
 The modules, one job each:
     static.py       the static widget's HTML; its style and script are static.css and static.js
     live.py         displaying a widget, and the box of live controls
-    prompt.py       a prompt encoded and cropped, its tokens as labels, the model run on it
+    prompt.py       a prompt encoded and cropped, its tokens as labels
     sampler.py      every setting of the temperature widget sampled in one batched generation
     temperature.py  the temperature widget
     attention.py    the attention viewer

@@ -9,8 +9,9 @@ import numbers
 
 import numpy as np
 
+from ..twins import forward
 from .live import Widget, in_kernel, live_box
-from .prompt import PromptError, encode_prompt, forward, token_label
+from .prompt import PromptError, encode_prompt, token_label
 from .static import STYLE, static_widget
 
 MASKED = (225, 225, 225, 255)  # RGBA of attention cells that the causal mask removes

@@ -1,10 +1,8 @@
-"""A prompt as the widgets read it: encoded and cropped to the context, its tokens as readable
-labels, and the model run on it with either twin."""
+"""A prompt as the widgets read it: encoded and cropped to the context, and its tokens as
+readable labels. (The model runs on it through `lib.twins.forward`, with either twin.)"""
 from __future__ import annotations
 
 import numpy as np
-
-from ..twins import as_model_ids, to_numpy, twin_of
 
 
 class PromptError(ValueError):
@@ -34,13 +32,3 @@ def token_label(tokenizer, token_id):
     if "\ufffd" in text or not text.isprintable():
         return "".join(f"\\x{b:02x}" for b in raw)
     return text
-
-
-def forward(model, ids, **options):
-    """model.forward on a (1, T) prompt with either twin; outputs as numpy arrays."""
-    ids = as_model_ids(model, ids)
-    if twin_of(model) == "numpy":
-        return model.forward(ids, **options)
-    import torch
-    with torch.no_grad():
-        return to_numpy(model.forward(ids, **options))

@@ -7,9 +7,9 @@ import html
 import numpy as np
 
 from ..sampling import filtered_probs
-from ..twins import to_numpy
+from ..twins import forward, to_numpy
 from .live import Widget, in_kernel, live_box
-from .prompt import PromptError, encode_prompt, forward, token_label
+from .prompt import PromptError, encode_prompt, token_label
 from .sampler import generate_all
 from .static import STYLE, static_widget
 
