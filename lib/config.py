@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .dropout import check_dropout
+
 ACTIVATIONS = ("gelu", "gelu_exact", "relu")
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
@@ -27,6 +29,7 @@ class GPTConfig:
     n_embd: int = 768
     activation: str = "gelu"    # the plain MLP's: "gelu" (GPT-2's tanh form), "gelu_exact" (erf), "relu"
     layer_norm_eps: float = 1e-5  # the norm's epsilon (LayerNorm or RMSNorm)
+    dropout: float = 0.0        # while training only (lib.dropout); GPT-1 trained with 0.1
     # ---- beyond GPT-2 (chapter 8); every default is GPT-2's ----------------------------
     norm: str = "layernorm"     # "layernorm", or "rmsnorm" (no mean, no bias)
     position: str = "learned"   # "learned" (wpe), or "rope" (q and k rotated; no wpe)
@@ -48,6 +51,7 @@ class GPTConfig:
         for name, allowed in (("activation", ACTIVATIONS), ("norm", NORMS), ("position", POSITIONS), ("mlp", MLPS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"GPTConfig.{name}={getattr(self, name)!r}; expected one of {allowed}")
+        check_dropout(self.dropout, "GPTConfig.dropout")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"GPTConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if self.n_head % self.kv_heads:

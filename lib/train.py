@@ -5,7 +5,11 @@
   (`lib.numpy_twin.train.Trainer` or `lib.torch_twin.train.Trainer`) for each optimizer step,
   validates every `eval_interval` steps, checkpoints (`lib.checkpoint`), resumes, stops on a
   NaN or infinite loss, and returns the loss history (also written to `out/history.json`).
+- `evaluate_loss(model, ids)`: a model's mean cross-entropy over a whole token array (either
+  twin, no dropout); each twin's `perplexity(loss)` is its exponential.
 - `python -m lib.train [options]`: the command line over `train` (`--help` lists the options).
+  `--recipe gpt2` sets every option to train GPT-2 Small as GPT-3's paper trained its 125M
+  model (`RECIPES`), for example on the shards of `python -m lib.shards` (`--data FOLDER`).
 
 Batches: each step draws one global batch of batch_size x grad_accum x world_size windows;
 under torchrun each process takes its own contiguous share, split into grad_accum
@@ -28,6 +32,21 @@ from . import checkpoint
 from .twins import TWINS, as_model_ids, default_twin, twin_module, twin_of
 
 HISTORY_FILE = "history.json"
+
+# Settings of `python -m lib.train --recipe NAME`; options given on the command line win.
+# "gpt2": GPT-2 Small (124M, GPT-2's tokenizer) with the settings the GPT-3 paper gives for its
+# 125M model (Brown et al. 2020, Table 2.1 and Appendix B): 2^19 = 524,288 tokens (0.5M) per
+# optimizer step, peak learning rate 6e-4 after a linear warmup over 375M tokens (715 steps),
+# cosine decay to 10% of the peak, AdamW with betas (0.9, 0.95) and weight decay 0.1, clipping
+# at 1.0. 19,073 steps are 10B tokens. On CUDA the torch twin computes in bfloat16 autocast from
+# compute capability 8.0 (float16 with a gradient scaler below), its attention through
+# scaled_dot_product_attention, which can take a flash-attention kernel there; --compile adds
+# torch.compile, and torchrun starts one process per GPU (DistributedDataParallel).
+RECIPES = {
+    "gpt2": dict(preset="gpt2", tokenizer="gpt2", batch_size=16, tokens_per_step=2**19, max_iters=19073,
+                 lr=6e-4, min_lr=6e-5, warmup_iters=715, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0,
+                 eval_interval=250, eval_iters=20),
+}
 
 
 def lr_at(step: int, lr: float, min_lr: float, warmup_iters: int, max_iters: int) -> float:
@@ -103,7 +122,8 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
                 step_batch=step_batch, out=out, resume=resume)
     from .data import BatchSampler, get_batch
 
-    trainer = twin_module(twin, "train").Trainer(model, lr, betas, weight_decay, grad_clip, device, dtype, compile)
+    trainer = twin_module(twin, "train").Trainer(model, lr, betas, weight_decay, grad_clip, device, dtype, compile,
+                                                 seed=seed)
     main = trainer.rank == 0
     sampler = BatchSampler(train_data, step_batch, block_size, seed)
     history, start = new_history(step_batch * block_size), 0
@@ -157,6 +177,26 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
         bar.close()
         trainer.close()
     return history
+
+
+def evaluate_loss(model, ids, block_size=None, batch_size=16):
+    """The mean cross-entropy of `model` (either twin, in evaluation mode: no dropout) over the
+    1-D token array `ids`, cut into consecutive windows of block_size (default: the model's
+    context) that each predict the token after every position; the tail too short for a window
+    is left out. Every window starts without context, as training's random windows do."""
+    block_size = model.config.n_ctx if block_size is None else block_size
+    if not 1 <= block_size <= model.config.n_ctx:
+        raise ValueError(f"block_size must be between 1 and the model's n_ctx={model.config.n_ctx}, got {block_size}")
+    _check_data("ids", ids, model.config.vocab_size, 1, block_size)
+    n = (len(ids) - 1) // block_size                         # windows
+    x = np.asarray(ids[:n * block_size], np.int64).reshape(n, block_size)         # (n, T)
+    y = np.asarray(ids[1:n * block_size + 1], np.int64).reshape(n, block_size)    # (n, T): shifted by one
+    estimate_loss = twin_module(twin_of(model), "train").estimate_loss
+    total = 0.0
+    for i in range(0, n, batch_size):
+        xb, yb = x[i:i + batch_size], y[i:i + batch_size]     # (b, T) each, b <= batch_size
+        total += estimate_loss(model, [(as_model_ids(model, xb), as_model_ids(model, yb))]) * len(xb)
+    return total / n
 
 
 def _check_args(model, train_data, val_data, *, lr, min_lr, step_batch, out, resume, **ints):
@@ -218,27 +258,38 @@ def build_parser():
         "Pretrain a GPT on next-token prediction. With no options: the small preset on the embedded "
         "Shakespeare corpus, byte-level, then a sample. Under torchrun (torch twin) it trains with "
         "DistributedDataParallel."))
+    p.add_argument("--recipe", choices=sorted(RECIPES), help="start from a recipe's settings (RECIPES in "
+                                                             "lib/train.py); the options given here win")
     p.add_argument("--twin", choices=TWINS, help="default: torch when installed, else numpy")
-    p.add_argument("--data", default="shakespeare", help="'shakespeare' (embedded) or a UTF-8 text file")
+    p.add_argument("--data", default="shakespeare", help="'shakespeare' (embedded), a UTF-8 text file, or a "
+                                                         "folder of GPT-2-token shards (python -m lib.shards)")
     p.add_argument("--tokenizer", choices=("byte", "gpt2"), default="byte")
     p.add_argument("--preset", choices=("small", "gpt2", "gpt2_medium"), default="small")
     p.add_argument("--n-layer", type=int)
     p.add_argument("--n-head", type=int)
     p.add_argument("--n-embd", type=int)
+    p.add_argument("--dropout", type=float, help="dropout while training, in [0, 1) (default: the preset's, 0; "
+                                                   "GPT-1 used 0.1)")
     p.add_argument("--block-size", type=int, help="training context (default: the model's n_ctx)")
     p.add_argument("--batch-size", type=int, default=d["batch_size"], help="windows per micro-batch per process (%(default)s)")
-    p.add_argument("--grad-accum", type=int, default=d["grad_accum"], help="micro-batches per optimizer step (%(default)s)")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (default: from "
+                                                  "--tokens-per-step, else 1)")
+    p.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step on all processes together; "
+                                                       "sets --grad-accum (it must divide by batch x block x processes)")
     p.add_argument("--max-iters", type=int, default=d["max_iters"], help="optimizer steps (%(default)s)")
     p.add_argument("--lr", type=float, default=d["lr"], help="peak learning rate (%(default)s)")
     p.add_argument("--min-lr", type=float, default=d["min_lr"], help="floor of the cosine decay (%(default)s)")
     p.add_argument("--warmup-iters", type=int, default=d["warmup_iters"], help="steps of linear warmup (%(default)s)")
     p.add_argument("--weight-decay", type=float, default=d["weight_decay"], help="AdamW, 2-D weights only (%(default)s)")
+    p.add_argument("--betas", type=float, nargs=2, default=d["betas"], metavar=("BETA1", "BETA2"),
+                   help="AdamW's moment decay rates (%(default)s)")
     p.add_argument("--grad-clip", type=float, default=d["grad_clip"], help="global-norm clipping, 0: off (%(default)s)")
     p.add_argument("--eval-interval", type=int, default=d["eval_interval"], help="steps between validations (%(default)s)")
     p.add_argument("--eval-iters", type=int, default=d["eval_iters"], help="batches per validation (%(default)s)")
     p.add_argument("--device", help="torch twin: cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
-                   help="torch twin on CUDA (default: bfloat16 from compute capability 8.0, float16 below)")
+                   help="torch twin on CUDA (default: bfloat16 from compute capability 8.0, float16 below), "
+                        "or on the CPU under GPT2_COURSE_GPU_ON_CPU=1 (default there: bfloat16)")
     p.add_argument("--compile", action="store_true", help="torch twin: torch.compile the model")
     p.add_argument("--seed", type=int, default=d["seed"], help="weights, batches, sample (%(default)s)")
     p.add_argument("--out", default="out/train", help="checkpoints and history.json (%(default)s)")
@@ -251,13 +302,14 @@ def build_parser():
 
 def _build(args):
     """(model, tokenizer, train_data, val_data) for the parsed options; bad ones raise here."""
+    import dataclasses
+
     from .config import GPTConfig
-    from .data import load_corpus
     from .tokenizer import BPETokenizer, gpt2_tokenizer
 
     GPT = twin_module(args.twin or default_twin()).GPT
     tokenizer = BPETokenizer() if args.tokenizer == "byte" else gpt2_tokenizer()
-    train_data, val_data = load_corpus(args.data, args.tokenizer)
+    train_data, val_data = _load_data(args.data, args.tokenizer)
     if args.resume:
         if checkpoint.latest_checkpoint(args.out) is None:
             raise FileNotFoundError(f"--resume: {args.out} holds no checkpoint")
@@ -266,7 +318,49 @@ def _build(args):
         shape = {k: v for k, v in (("n_layer", args.n_layer), ("n_head", args.n_head), ("n_embd", args.n_embd))
                  if v is not None}
         config = GPTConfig.preset(args.preset, vocab_size=tokenizer.vocab_size, **shape)
+    if args.dropout is not None:
+        config = dataclasses.replace(config, dropout=args.dropout)
     return GPT(config, seed=args.seed), tokenizer, train_data, val_data
+
+
+def _load_data(data, tokenizer):
+    """(train, val) token arrays: a folder of GPT-2-token shards (`python -m lib.shards`), or a
+    corpus that lib.data tokenizes once and caches ('shakespeare' or a text file)."""
+    if Path(data).is_dir():
+        if tokenizer != "gpt2":
+            raise ValueError(f"--data {data} is a folder of GPT-2-token shards: add --tokenizer gpt2 (or --recipe gpt2)")
+        from .shards import load_shards
+        return load_shards(data)
+    from .data import load_corpus
+    return load_corpus(data, tokenizer)
+
+
+def _grad_accum(args, model):
+    """Micro-batches per optimizer step: --grad-accum, or --tokens-per-step over the tokens of one
+    micro-batch on every process (batch_size x block_size x processes)."""
+    if args.tokens_per_step is None:
+        return 1 if args.grad_accum is None else args.grad_accum
+    block_size = args.block_size or model.config.n_ctx
+    processes = int(os.environ.get("WORLD_SIZE", 1)) if twin_of(model) == "torch" else 1
+    micro = args.batch_size * block_size * processes
+    if micro < 1 or args.tokens_per_step < micro or args.tokens_per_step % micro:
+        raise ValueError(f"--tokens-per-step {args.tokens_per_step} is not a multiple of batch_size x block_size x "
+                         f"processes = {args.batch_size} x {block_size} x {processes} = {micro}")
+    grad_accum = args.tokens_per_step // micro
+    if args.grad_accum not in (None, grad_accum):
+        raise ValueError(f"--grad-accum {args.grad_accum} disagrees with --tokens-per-step {args.tokens_per_step}, "
+                         f"which needs {grad_accum}; give one of them")
+    return grad_accum
+
+
+def parse_args(argv=None):
+    """(parser, options). A recipe's settings (--recipe) replace the defaults, so the options
+    given on the command line still win over them."""
+    parser = build_parser()
+    recipe = parser.parse_known_args(argv)[0].recipe
+    if recipe is not None:
+        parser.set_defaults(**RECIPES[recipe])
+    return parser, parser.parse_args(argv)
 
 
 def _sample(model, tokenizer, n_tokens, seed, prompt="\n"):
@@ -276,14 +370,14 @@ def _sample(model, tokenizer, n_tokens, seed, prompt="\n"):
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser, args = parse_args(argv)
     main_process = int(os.environ.get("RANK", 0)) == 0
     try:
         model, tokenizer, train_data, val_data = _build(args)
         history = train(model, train_data, val_data, max_iters=args.max_iters, batch_size=args.batch_size,
-                        block_size=args.block_size, grad_accum=args.grad_accum, lr=args.lr, min_lr=args.min_lr,
-                        warmup_iters=args.warmup_iters, weight_decay=args.weight_decay, grad_clip=args.grad_clip,
+                        block_size=args.block_size, grad_accum=_grad_accum(args, model), lr=args.lr,
+                        min_lr=args.min_lr, betas=tuple(args.betas), warmup_iters=args.warmup_iters,
+                        weight_decay=args.weight_decay, grad_clip=args.grad_clip,
                         eval_interval=args.eval_interval, eval_iters=args.eval_iters, seed=args.seed,
                         out=args.out, resume=args.resume, device=args.device, dtype=args.dtype,
                         compile=args.compile)
@@ -299,7 +393,9 @@ def main(argv=None):
                "steps": steps, "seconds": round(history["seconds"], 3),
                "tokens_per_s": round(len(history["step"]) * history["tokens_per_step"] / history["train_seconds"], 1)
                if history["train_seconds"] else None}
-    print(f"trained {steps} steps in {summary['seconds']:.1f} s; val loss {summary['val_loss']}; "
+    val = summary["val_loss"]
+    val_text = "none" if val is None else f"{val:.4f} (perplexity {twin_module(twin_of(model)).perplexity(val):.2f})"
+    print(f"trained {steps} steps in {summary['seconds']:.1f} s; val loss {val_text}; "
           f"checkpoints and history.json in {args.out}")
     if args.sample_tokens:
         print("sample:\n" + _sample(model, tokenizer, args.sample_tokens, args.seed))

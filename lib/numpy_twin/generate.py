@@ -12,8 +12,11 @@ emptied cache (counted in `refills`); see `lib.sampling.refill_length` for why.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
+from ..dropout import eval_mode
 from ..sampling import Sampler, check_generation, refill_length
 from .model import KVCache
 
@@ -52,7 +55,10 @@ class Stream:
         return self.step()
 
     def step(self):                                          # -> (B,) new ids
-        ids = self.sampler(self.next_logits())               # (B,)
+        # no dropout while generating; a model without any is left in its mode (switching visits every layer)
+        with eval_mode(self.model) if self.model.config.dropout else contextlib.nullcontext():
+            logits = self.next_logits()                      # (B, V)
+        ids = self.sampler(logits)                           # (B,)
         if self.stop_token is not None:
             ids = np.where(self.done, self.stop_token, ids)
             self.done |= ids == self.stop_token

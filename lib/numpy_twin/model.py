@@ -2,6 +2,7 @@
 
 Each layer has `forward(x) -> (y, cache)` and `backward(dy, cache) -> dx`; backward adds the
 gradients of the layer's parameters into `layer.grads` (same names as the parameters).
+As in torch, a model is in training mode (dropout on) until `eval()`, and `train()` turns it back.
 Read it beside `lib/torch_twin/model.py`: same classes, same names, same order.
 
 Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
@@ -14,6 +15,7 @@ import math
 import numpy as np
 
 from ..config import GPTConfig
+from ..dropout import check_dropout, dropout_mask
 from ..weights import init_state, load_hf_gpt2, load_state, save_state
 
 
@@ -135,8 +137,10 @@ def repeat_kv_backward(dx, n):
 class Module:
     """Parameters are the ndarray attributes named in `param_names`; sub-layers are Module
     attributes or lists of Modules. `grads` holds each parameter's gradient by name; like
-    torch, backward adds into it and `zero_grad()` clears it."""
+    torch, backward adds into it and `zero_grad()` clears it, and `training` says whether dropout
+    is on (`train()`, `eval()`)."""
     param_names: tuple[str, ...] = ()
+    training = True
 
     def children(self):
         for name, child in vars(self).items():
@@ -171,6 +175,16 @@ class Module:
                 m.grads = {n: np.zeros_like(getattr(m, n)) for n in m.param_names}
             for g in m.grads.values():
                 g.fill(0)
+
+    def train(self, mode=True):
+        """Training mode (dropout on) or, with mode=False, evaluation mode, for this layer and
+        all its sub-layers, as torch's `train`. Returns the layer."""
+        for m in self.modules():
+            m.training = mode
+        return self
+
+    def eval(self):
+        return self.train(False)
 
     def astype(self, dtype):
         """Convert every parameter (and gradient) to `dtype`, e.g. float64 for gradient checks."""
@@ -218,6 +232,32 @@ class Embedding(Module):
 
     def backward(self, dy, idx):                             # dy: (B, T, C)
         np.add.at(self.grads["weight"], idx.reshape(-1), dy.reshape(-1, dy.shape[-1]))
+
+
+class Dropout(Module):
+    """In training mode, zero each value with probability p and divide the kept ones by 1 - p
+    (their expectation stays x); in evaluation mode, or with p = 0, pass x through, drawing
+    nothing. The mask is drawn from `rng` (the model gives all its Dropout layers one generator,
+    see GPT.seed_dropout), or is the one given by `lib.dropout.use_masks`."""
+
+    def __init__(self, p, seed=0):
+        self.p = check_dropout(p)
+        self.rng = np.random.default_rng(seed)
+        self.mask = None                                     # a given mask, used instead of a drawn one
+
+    def forward(self, x):                                    # x: any shape
+        if not self.training or self.p == 0:
+            return x, None
+        if self.mask is None:
+            mask = dropout_mask(x.shape, self.p, self.rng, x.dtype)
+        elif self.mask.shape == x.shape:
+            mask = self.mask.astype(x.dtype, copy=False)
+        else:
+            raise ValueError(f"the given dropout mask has shape {self.mask.shape}, the input {x.shape}")
+        return x * mask, mask
+
+    def backward(self, dy, mask):
+        return dy if mask is None else dy * mask             # the kept values' gradient, scaled alike
 
 
 class LayerNorm(Module):
@@ -282,6 +322,8 @@ class CausalSelfAttention(Module):
         n_qkv = (config.n_head + 2 * config.kv_heads) * config.head_dim
         self.c_attn = Linear(config.n_embd, n_qkv, config.bias)   # fused q, k, v: (H + 2G) D outputs
         self.c_proj = Linear(config.n_embd, config.n_embd, config.bias)
+        self.attn_dropout = Dropout(config.dropout)          # on the attention weights
+        self.resid_dropout = Dropout(config.dropout)         # on the output, before the residual add
 
     def forward(self, x, kv_cache=None, layer=0):            # x: (B, T, C)
         B, T, C = x.shape
@@ -302,19 +344,23 @@ class CausalSelfAttention(Module):
         if T > 1:                                            # one new query sees every key: no mask
             att += causal_mask(T, start, att.dtype)          # -inf where a key is in the future
         att = softmax(att)
-        y = att @ v                                          # (B, H, T, D)
+        kept, att_mask = self.attn_dropout.forward(att)      # (B, H, T, start + T)
+        y = kept @ v                                         # (B, H, T, D)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
         out, c_proj_cache = self.c_proj.forward(y)           # (B, T, C)
-        return out, (c_attn_cache, q, k, v, att, c_proj_cache, rope)
+        out, resid_mask = self.resid_dropout.forward(out)
+        return out, (c_attn_cache, q, k, v, att, att_mask, c_proj_cache, resid_mask, rope)
 
     def backward(self, dout, cache):                         # dout: (B, T, C)
-        c_attn_cache, q, k, v, att, c_proj_cache, rope = cache
+        c_attn_cache, q, k, v, att, att_mask, c_proj_cache, resid_mask, rope = cache
         B, H, T, D = q.shape
         n = H // self.n_kv_head                              # query heads per key/value head
+        dout = self.resid_dropout.backward(dout, resid_mask)
         dy = self.c_proj.backward(dout, c_proj_cache)        # (B, T, C)
         dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)    # (B, H, T, D)
-        datt = dy @ v.transpose(0, 1, 3, 2)                  # (B, H, T, T)
-        dv = att.transpose(0, 1, 3, 2) @ dy                  # (B, H, T, D)
+        kept = att if att_mask is None else att * att_mask   # the weights that multiplied v
+        dv = kept.transpose(0, 1, 3, 2) @ dy                 # (B, H, T, D)
+        datt = self.attn_dropout.backward(dy @ v.transpose(0, 1, 3, 2), att_mask)  # (B, H, T, T)
         # softmax backward: ds = p * (dp - sum(dp * p)); masked entries have p = 0
         ds = att * (datt - (datt * att).sum(axis=-1, keepdims=True))
         ds *= 1.0 / math.sqrt(D)
@@ -334,15 +380,18 @@ class MLP(Module):
         self.act, self.act_backward = ACTIVATIONS[config.activation]
         self.c_fc = Linear(config.n_embd, config.hidden_dim, config.bias)
         self.c_proj = Linear(config.hidden_dim, config.n_embd, config.bias)
+        self.dropout = Dropout(config.dropout)               # on the output, before the residual add
 
     def forward(self, x):                                    # x: (B, T, C)
         h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
         a = self.act(h)                                      # (B, T, F)
         out, c_proj_cache = self.c_proj.forward(a)           # (B, T, C)
-        return out, (c_fc_cache, h, c_proj_cache)
+        out, drop_mask = self.dropout.forward(out)
+        return out, (c_fc_cache, h, c_proj_cache, drop_mask)
 
     def backward(self, dout, cache):
-        c_fc_cache, h, c_proj_cache = cache
+        c_fc_cache, h, c_proj_cache, drop_mask = cache
+        dout = self.dropout.backward(dout, drop_mask)
         da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
         dh = self.act_backward(da, h)                        # (B, T, F)
         return self.c_fc.backward(dh, c_fc_cache)            # (B, T, C)
@@ -356,15 +405,18 @@ class SwiGLU(Module):
         self.c_gate = Linear(config.n_embd, config.hidden_dim, config.bias)
         self.c_fc = Linear(config.n_embd, config.hidden_dim, config.bias)
         self.c_proj = Linear(config.hidden_dim, config.n_embd, config.bias)
+        self.dropout = Dropout(config.dropout)               # on the output, before the residual add
 
     def forward(self, x):                                    # x: (B, T, C)
         g, c_gate_cache = self.c_gate.forward(x)             # (B, T, F)
         u, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
         out, c_proj_cache = self.c_proj.forward(silu(g) * u) # (B, T, C)
-        return out, (c_gate_cache, g, c_fc_cache, u, c_proj_cache)
+        out, drop_mask = self.dropout.forward(out)
+        return out, (c_gate_cache, g, c_fc_cache, u, c_proj_cache, drop_mask)
 
     def backward(self, dout, cache):
-        c_gate_cache, g, c_fc_cache, u, c_proj_cache = cache
+        c_gate_cache, g, c_fc_cache, u, c_proj_cache, drop_mask = cache
+        dout = self.dropout.backward(dout, drop_mask)
         da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
         dx = self.c_gate.backward(silu_backward(da * u, g), c_gate_cache)  # (B, T, C)
         return dx + self.c_fc.backward(da * silu(g), c_fc_cache)
@@ -421,11 +473,20 @@ class GPT(Module):
         self.config = config
         self.wte = Embedding(config.vocab_size, config.n_embd)
         self.wpe = Embedding(config.n_ctx, config.n_embd) if config.position == "learned" else None
+        self.drop = Dropout(config.dropout)                  # on the embeddings
         self.h = [Block(config) for _ in range(config.n_layer)]
         self.ln_f = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
         self.astype(dtype)
         self.load_state_dict(init_state(config, seed, dtype))
+        self.seed_dropout(seed)
         self._cache = None
+
+    def seed_dropout(self, seed):
+        """One generator, seeded with `seed`, for every Dropout layer's masks (`dropout_rng`)."""
+        self.dropout_rng = np.random.default_rng([seed, 1])   # not the weights' stream (init_state's)
+        for m in self.modules():
+            if isinstance(m, Dropout):
+                m.rng = self.dropout_rng
 
     # ---- forward and backward -------------------------------------------------------------
     def forward(self, idx, return_attention=False, return_hidden=False, kv_cache=None):
@@ -439,6 +500,7 @@ class GPT(Module):
         if self.wpe is not None:                             # learned positions (RoPE turns q, k instead)
             pos, pos_cache = self.wpe.forward(np.arange(start, start + T)[None])  # (1, T, C)
             x = x + pos                                      # (B, T, C)
+        x, drop_mask = self.drop.forward(x)
         block_caches = []
         for layer, block in enumerate(self.h):
             x, cache = block.forward(x, kv_cache, layer)
@@ -446,7 +508,7 @@ class GPT(Module):
         hidden, ln_f_cache = self.ln_f.forward(x)            # (B, T, C)
         logits = (hidden.reshape(B * T, -1) @ self.wte.weight.T).reshape(B, T, -1)  # (B, T, V): tied head
         if kv_cache is None:
-            self._cache = (tok_cache, pos_cache, block_caches, ln_f_cache, hidden)
+            self._cache = (tok_cache, pos_cache, drop_mask, block_caches, ln_f_cache, hidden)
         else:
             kv_cache.length += T
         extras = []
@@ -463,7 +525,7 @@ class GPT(Module):
         `zero_grad()` clears them, as in torch) and releases the forward's cache."""
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() without kv_cache first")
-        tok_cache, pos_cache, block_caches, ln_f_cache, hidden = self._cache
+        tok_cache, pos_cache, drop_mask, block_caches, ln_f_cache, hidden = self._cache
         self._cache = None
         C = hidden.shape[-1]
         self.wte.grads["weight"] += dlogits.reshape(-1, dlogits.shape[-1]).T @ hidden.reshape(-1, C)  # (V, C)
@@ -471,6 +533,7 @@ class GPT(Module):
         dx = self.ln_f.backward(dhidden_lm if dhidden is None else dhidden_lm + dhidden, ln_f_cache)  # (B, T, C)
         for block, cache in zip(reversed(self.h), reversed(block_caches)):
             dx = block.backward(dx, cache)
+        dx = self.drop.backward(dx, drop_mask)
         self.wte.backward(dx, tok_cache)
         if self.wpe is not None:
             self.wpe.backward(dx.sum(axis=0, keepdims=True), pos_cache)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..allocator import keep_freed_memory
 from ..config import uses_weight_decay
+from ..dropout import eval_mode
 
 
 def log_softmax(logits):                                     # (..., V) -> (..., V)
@@ -141,11 +142,13 @@ def train_step(model, optimizer, micro_batches, lr, grad_clip):
 
 
 def estimate_loss(model, batches):
-    """Mean cross-entropy over [(x, y), ...] (no backward follows; the gradients are untouched)."""
+    """Mean cross-entropy over [(x, y), ...] in evaluation mode (no dropout; no backward follows,
+    the gradients are untouched)."""
     total = 0.0
-    for x, y in batches:
-        loss, _ = cross_entropy(model.forward(x), y)
-        total += loss
+    with eval_mode(model):
+        for x, y in batches:
+            loss, _ = cross_entropy(model.forward(x), y)
+            total += loss
     return total / len(batches)
 
 
@@ -154,7 +157,8 @@ class Trainer:
     the optimizer's state for checkpoints. The numpy twin runs in one process on the CPU."""
     rank, world_size = 0, 1
 
-    def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False):
+    def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False,
+                 seed=None):
         model_dtype = next(p for _, p in model.named_parameters()).dtype.name
         if device not in (None, "cpu"):
             raise ValueError(f"the numpy twin runs on the CPU only; got device={device!r} (use --twin torch)")
@@ -163,7 +167,9 @@ class Trainer:
                              f"got dtype={dtype!r} (mixed precision needs --twin torch)")
         if compile:
             raise ValueError("compile=True needs the torch twin (torch.compile)")
-        self.model, self.grad_clip = model, grad_clip
+        self.model, self.grad_clip = model.train(), grad_clip
+        if seed is not None:
+            model.seed_dropout(seed)                         # dropout's masks follow the run's seed
         self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
         keep_freed_memory()                                  # each step's temporaries reuse freed memory
 
@@ -177,12 +183,15 @@ class Trainer:
         return self.model.state_dict()
 
     def state(self):
-        """(arrays, meta) to checkpoint besides the weights. No RNG: nothing random happens here."""
-        return self.optimizer.state_arrays(), {"optimizer_steps": self.optimizer.steps}
+        """(arrays, meta) to checkpoint besides the weights: AdamW's moments, dropout's generator."""
+        return self.optimizer.state_arrays(), {"optimizer_steps": self.optimizer.steps,
+                                               "dropout_rng": self.model.dropout_rng.bit_generator.state}
 
     def load_state(self, model_state, arrays, meta):
         self.model.load_state_dict(model_state)
         self.optimizer.load_state_arrays(arrays, meta["optimizer_steps"])
+        if "dropout_rng" in meta:
+            self.model.dropout_rng.bit_generator.state = meta["dropout_rng"]
 
     def close(self):
         pass

@@ -22,6 +22,7 @@ import contextlib
 import numpy as np
 import torch
 
+from ..dropout import eval_mode
 from ..sampling import check_generation, refill_length
 from .cpu_decode import cpu_decode_layout
 from .model import KVCache
@@ -68,7 +69,10 @@ class Stream:
 
     @torch.inference_mode()
     def step(self):                                          # -> (B,) new ids
-        ids = self.sampler(self.next_logits())               # (B,)
+        # no dropout while generating; a model without any is left in its mode (switching visits every layer)
+        with eval_mode(self.model) if self.model.config.dropout else contextlib.nullcontext():
+            logits = self.next_logits()                      # (B, V)
+        ids = self.sampler(logits)                           # (B,)
         if self.stop_token is not None:
             ids = ids.masked_fill(self.done, self.stop_token)
             self.done |= ids == self.stop_token

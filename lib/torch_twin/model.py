@@ -1,6 +1,7 @@
 """GPT-2 in torch: the fast, GPU-ready twin. Autograd does the backward passes.
 
 Read it beside `lib/numpy_twin/model.py`: same classes, same names, same order.
+A model is in training mode (dropout on) until `eval()`, and `train()` turns it back.
 Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
 G = kv_heads (key/value heads, H unless GQA/MQA), F = hidden_dim (feed-forward width).
 """
@@ -15,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import GPTConfig
+from ..dropout import check_dropout
 from ..weights import check_state, init_state, load_hf_gpt2, load_state, save_state
 
 
@@ -74,6 +76,25 @@ RMSNorm = nn.RMSNorm        # divide by the root mean square, then scale: no mea
 NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
+class Dropout(nn.Dropout):
+    """nn.Dropout: in training mode, zero each value with probability p and divide the kept ones
+    by 1 - p; in evaluation mode, or with p = 0, pass x through, drawing nothing. Its masks come
+    from torch's generator (torch.manual_seed), or are the one given by `lib.dropout.use_masks`."""
+    mask = None                                               # a given mask, used instead of a drawn one
+
+    def __init__(self, p):
+        super().__init__(check_dropout(p))
+
+    def forward(self, x):                                     # x: any shape
+        if not self.training or self.p == 0:
+            return x
+        if self.mask is None:
+            return super().forward(x)
+        if self.mask.shape != tuple(x.shape):
+            raise ValueError(f"the given dropout mask has shape {self.mask.shape}, the input {tuple(x.shape)}")
+        return x * torch.as_tensor(self.mask, dtype=x.dtype, device=x.device)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head attention where each position sees only itself and earlier positions.
     With G = kv_heads < H (GQA; G = 1 is MQA) each key/value head serves H / G query heads;
@@ -86,6 +107,8 @@ class CausalSelfAttention(nn.Module):
         n_qkv = (config.n_head + 2 * config.kv_heads) * config.head_dim
         self.c_attn = Linear(config.n_embd, n_qkv, bias=config.bias)   # fused q, k, v: (H + 2G) D outputs
         self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = Dropout(config.dropout)           # on the attention weights
+        self.resid_dropout = Dropout(config.dropout)          # on the output, before the residual add
 
     def forward(self, x, kv_cache=None, layer=0, return_attention=False):  # x: (B, T, C)
         B, T, C = x.shape
@@ -100,18 +123,19 @@ class CausalSelfAttention(nn.Module):
             k, v = kv_cache.update(layer, k, v)               # (B, G, start + T, D)
         k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)     # (B, H, start + T, D)
         att = None
-        if return_attention:                                  # explicit path, for the viewer
+        p = self.attn_dropout.p if self.training else 0.0     # SDPA drops attention weights itself
+        if return_attention or self.attn_dropout.mask is not None:  # explicit path: the viewer, given masks
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # (B, H, T, start + T)
             future = torch.ones(T, start + T, dtype=torch.bool, device=x.device).triu(start + 1)
             att = torch.softmax(att.masked_fill(future, float("-inf")), dim=-1)
-            y = att @ v                                       # (B, H, T, D)
+            y = self.attn_dropout(att) @ v                    # (B, H, T, D)
         elif start == 0 or T == 1:                            # plain causal, or one new query seeing all
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=start == 0 and T > 1)
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=start == 0 and T > 1)
         else:                                                 # a chunk after cached positions
             seen = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=seen)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=seen, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, T, C)                # (B, T, C): heads side by side
-        return self.c_proj(y), att
+        return self.resid_dropout(self.c_proj(y)), att
 
 
 class MLP(nn.Module):
@@ -122,9 +146,10 @@ class MLP(nn.Module):
         self.act = ACTIVATIONS[config.activation]
         self.c_fc = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
         self.c_proj = Linear(config.hidden_dim, config.n_embd, bias=config.bias)
+        self.dropout = Dropout(config.dropout)                # on the output, before the residual add
 
     def forward(self, x):                                     # (B, T, C) -> (B, T, C)
-        return self.c_proj(self.act(self.c_fc(x)))            # via (B, T, F)
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # via (B, T, F)
 
 
 class SwiGLU(nn.Module):
@@ -136,9 +161,10 @@ class SwiGLU(nn.Module):
         self.c_gate = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
         self.c_fc = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
         self.c_proj = Linear(config.hidden_dim, config.n_embd, bias=config.bias)
+        self.dropout = Dropout(config.dropout)                # on the output, before the residual add
 
     def forward(self, x):                                     # (B, T, C) -> (B, T, C)
-        return self.c_proj(silu(self.c_gate(x)) * self.c_fc(x))  # via (B, T, F)
+        return self.dropout(self.c_proj(silu(self.c_gate(x)) * self.c_fc(x)))  # via (B, T, F)
 
 
 MLPS = {"mlp": MLP, "swiglu": SwiGLU}
@@ -186,6 +212,7 @@ class GPT(nn.Module):
         self.config = config
         self.wte = Embedding(config.vocab_size, config.n_embd)
         self.wpe = Embedding(config.n_ctx, config.n_embd) if config.position == "learned" else None
+        self.drop = Dropout(config.dropout)                   # on the embeddings
         self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         self.ln_f = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.load_state_dict(init_state(config, seed))        # same seed, same weights as numpy
@@ -199,6 +226,7 @@ class GPT(nn.Module):
         x = self.wte(idx)                                     # (B, T, C)
         if self.wpe is not None:                              # learned positions (RoPE turns q, k instead)
             x = x + self.wpe(torch.arange(start, start + T, device=idx.device))  # (B, T, C) + (T, C)
+        x = self.drop(x)
         attentions = []
         for layer, block in enumerate(self.h):
             x, att = block(x, kv_cache, layer, return_attention)
@@ -226,6 +254,10 @@ class GPT(nn.Module):
         if idx.shape[1] == 0 or start + idx.shape[1] > self.config.n_ctx:
             raise ValueError(f"sequence of {start + idx.shape[1]} positions ({idx.shape[1]} new) does not fit "
                              f"the context: expected 1 to n_ctx={self.config.n_ctx}")
+        # On a GPU, reading min and max would make the host wait for the device at every call; there
+        # the ids are checked once, before the loop: lib.train checks its data, generate its prompt.
+        if idx.device.type != "cpu":
+            return
         lo, hi = int(idx.min()), int(idx.max())
         if lo < 0 or hi >= self.config.vocab_size:
             raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), got min {lo} max {hi}")

@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from ..config import uses_weight_decay
+from ..scale import gpu_on_cpu
+from ..dropout import eval_mode
 from .model import replace_head
 
 
@@ -124,14 +126,12 @@ def train_step(model, optimizer, micro_batches, lr, grad_clip, autocast=contextl
 
 @torch.no_grad()
 def estimate_loss(model, batches, autocast=contextlib.nullcontext):
-    """Mean cross-entropy over [(x, y), ...] without building a graph."""
-    was_training = model.training
-    model.eval()
+    """Mean cross-entropy over [(x, y), ...] in evaluation mode (no dropout), without building a graph."""
     total = 0.0
-    for x, y in batches:
-        with autocast():
-            total += cross_entropy(model(x), y).item()
-    model.train(was_training)
+    with eval_mode(model):
+        for x, y in batches:
+            with autocast():
+                total += cross_entropy(model(x), y).item()
     return total / len(batches)
 
 
@@ -153,17 +153,18 @@ def pad_vocab(model, multiple=64):
 def precision(device, dtype):
     """(autocast dtype or None, use a GradScaler) for `dtype` in None (auto), 'float32',
     'bfloat16', 'float16'. Auto: bf16 on compute capability >= 8.0; fp16 with a scaler below
-    (a T4 emulates bf16, and is_bf16_supported() says yes there); float32 on the CPU."""
+    (a T4 emulates bf16, and is_bf16_supported() says yes there); float32 on the CPU, or bf16
+    there under GPT2_COURSE_GPU_ON_CPU=1 (lib/scale.py), which allows fp16 on the CPU too."""
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'float16' (or None: automatic); got {dtype!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={str(device)!r} but this torch sees no CUDA device; use device='cpu'")
-    if device.type != "cuda":
+    if device.type != "cuda" and not gpu_on_cpu():
         if dtype not in (None, "float32"):
             raise ValueError(f"dtype={dtype!r} needs a CUDA device; on {device} training runs in float32")
         return None, False
     if dtype is None:
-        dtype = "bfloat16" if torch.cuda.get_device_capability(device)[0] >= 8 else "float16"
+        dtype = "bfloat16" if device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 8 else "float16"
     return (None if dtype == "float32" else getattr(torch, dtype)), dtype == "float16"
 
 
@@ -183,27 +184,33 @@ def init_distributed(device):
 class Trainer:
     """What the framework-free loop in `lib.train` asks of a twin: a step, an evaluation, and
     the optimizer's and RNGs' state for checkpoints. Handles the device (CUDA precision, TF32,
-    padded vocabulary, optional torch.compile) and, under torchrun, DistributedDataParallel."""
+    padded vocabulary, optional torch.compile, pinned-memory batches) and, under torchrun,
+    DistributedDataParallel. Under GPT2_COURSE_GPU_ON_CPU=1 a CPU trainer takes the GPU paths
+    that a CPU can run (lib/scale.py); the lines marked "CUDA only" are the rest."""
 
-    def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False):
+    def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False,
+                 seed=None):
         cuda = torch.cuda.is_available() if device is None else str(device).startswith("cuda")
         world_size = int(os.environ.get("WORLD_SIZE", 1))
         device = torch.device("cuda" if cuda else "cpu") if device is None else torch.device(device)
         if cuda and world_size > 1:
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         amp_dtype, use_scaler = precision(device, dtype)     # checks dtype before anything else
-        if device.type == "cuda":
+        if device.type == "cuda":                            # CUDA only
             torch.cuda.set_device(device)                    # NCCL and autocast use the current device
         self.rank, self.world_size, local_rank, self._joined = init_distributed(device)
-        self.device, self.grad_clip, self.model = device, grad_clip, model.to(device)
+        self.device, self.grad_clip, self.model = device, grad_clip, model.to(device).train()
+        if seed is not None and model.config.dropout > 0:    # dropout's masks follow the run's seed;
+            torch.manual_seed(seed + self.rank)              # without dropout, torch's generator is left alone
         self.padded_head = contextlib.ExitStack()            # pad_vocab's context, left by close()
         self.autocast = contextlib.nullcontext
         if amp_dtype is not None:
-            self.autocast = lambda: torch.autocast("cuda", dtype=amp_dtype)
-        self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
-        if device.type == "cuda":
+            self.autocast = lambda: torch.autocast(device.type, dtype=amp_dtype)
+        self.scaler = torch.amp.GradScaler(device.type) if use_scaler else None
+        if device.type == "cuda":                            # CUDA only
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
+        if device.type == "cuda" or gpu_on_cpu():
             self.padded_head.enter_context(pad_vocab(model))
         self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
         self.compute = torch.compile(model) if compile else model
@@ -211,8 +218,11 @@ class Trainer:
             self.compute = DistributedDataParallel(self.compute, device_ids=[local_rank] if cuda else None)
 
     def _to_device(self, batches):
-        return [(torch.from_numpy(x).to(self.device, non_blocking=True),
-                 torch.from_numpy(y).to(self.device, non_blocking=True)) for x, y in batches]
+        """Host batches [(x, y), ...] on the device; to CUDA from pinned memory (CUDA only), so the
+        copy runs beside the computation instead of holding up the host."""
+        pinned = self.device.type == "cuda"
+        return [tuple((t.pin_memory() if pinned else t).to(self.device, non_blocking=True)
+                      for t in (torch.from_numpy(x), torch.from_numpy(y))) for x, y in batches]
 
     def step(self, micro_batches, lr):
         return train_step(self.compute, self.optimizer, self._to_device(micro_batches), lr, self.grad_clip,
