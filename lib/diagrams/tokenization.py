@@ -38,8 +38,9 @@ def bpe_merges():
             c.text(left - 14, y + row_h / 2 - 9, f"merge {row}: ({a}, {b}) → {new_id}", anchor="end", bold=True)
             c.text(left - 14, y + row_h / 2 + 10, f"“{text_of[new_id]}”, seen {count}×; {len(ids)} tokens",
                    size=SMALL, anchor="end", color=MUTED)
-            sentences.append(f"merge {row} joins {a} and {b} (“{text_of[a]}” and “{text_of[b]}”, seen {count} "
-                             f"times) into token {new_id}, “{text_of[new_id]}”, leaving {len(ids)} tokens")
+            times = "once" if count == 1 else f"{count} times"
+            sentences.append(f"merge {row} joins {a} and {b} (“{text_of[a]}” and “{text_of[b]}”, seen {times}) "
+                             f"into token {new_id}, “{text_of[new_id]}”, leaving {len(ids)} tokens")
         x = left
         for i in ids:
             width = len(tok.decode_bytes([i])) * CELL
