@@ -206,8 +206,10 @@ def write_shards(out, documents, source, shard_tokens=100_000_000, val_tokens=10
         write_shard(out, progress, split_now(progress, val_tokens), np.concatenate(pending), len(pending))
     missing = [split for split in SPLITS if not progress["shards"][split]]
     if missing:
-        raise ValueError(f"the documents hold {total:,} tokens, too few for a {' and a '.join(missing)} split "
-                         f"with val_tokens={val_tokens:,}; give more text or a smaller val_tokens")
+        stop = f"max_tokens={max_tokens:,} stopped it at" if max_tokens is not None and total >= max_tokens else \
+            "the documents hold"
+        raise ValueError(f"{stop} {total:,} tokens, too few for a {' and a '.join(missing)} split with "
+                         f"val_tokens={val_tokens:,}; give more text, a larger max_tokens or a smaller val_tokens")
     progress["complete"] = True
     write_atomic(Path(out) / PROGRESS, json.dumps(progress, indent=1).encode())
     return progress
