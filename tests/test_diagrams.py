@@ -120,7 +120,7 @@ def test_the_bpe_diagram_draws_the_merges_lib_learns(monkeypatch):
 
 def test_the_schedule_diagram_follows_the_training_recipe(monkeypatch):
     before = draw("lr_schedule")
-    monkeypatch.setitem(lib.train.train.__kwdefaults__, "warmup_iters", 300)
+    monkeypatch.setitem(lib.train.RECIPES["gpt2"], "warmup_iters", 300)
     after = draw("lr_schedule")
     assert after.svg != before.svg and "over 300 steps" in after.svg and "over 300 steps" not in before.svg
 

@@ -1,28 +1,26 @@
 """Chapter 5's diagrams: one training step, and the shape of the learning-rate schedule."""
 from __future__ import annotations
 
-import inspect
-
 from .. import train
 from ..config import GPTConfig, param_counts
 from .svg import MUTED, SMALL, Canvas, fill_of
 
 
-def recipe():
-    """`lib.train.train`'s default options (the recipe the course trains with)."""
-    return {name: p.default for name, p in inspect.signature(train.train).parameters.items()
-            if p.kind is p.KEYWORD_ONLY}
+def sci(x: float) -> str:
+    """6e-05 as the chapter writes it, 6.0e-5."""
+    return f"{x:.1e}".replace("e-0", "e-").replace("e+0", "e+")
 
 
 def training_step():
     config = GPTConfig.gpt2()
     total = param_counts(config)["total"]
-    options = recipe()
+    options = train.RECIPES["gpt2"]
     c = Canvas()
     w, h, xs, top, bottom = 196, 70, (10, 256, 502), 30, 180
-    c.text(10, 10, f"GPT-2 Small ({total:,} parameters), one optimizer step", size=SMALL, anchor="start",
-           color=MUTED)
-    c.box(xs[0], top, w, h, "batch x, y", "(B, T) token ids each", "y: x shifted by one", role="data")
+    c.text(10, 10, f"GPT-2 Small ({total:,} parameters), one optimizer step of lib.train's GPT-2 recipe",
+           size=SMALL, anchor="start", color=MUTED)
+    c.box(xs[0], top, w, h, "batch x, y", f"{options['tokens_per_step']:,} tokens", "y: x shifted by one",
+          role="data")
     c.box(xs[1], top, w, h, "forward", f"logits (B, T, {config.vocab_size:,})", role="plain")
     c.box(xs[2], top, w, h, "loss", "cross-entropy of the logits", "against y: one number", role="head")
     c.box(xs[2], bottom, w, h, "backward", f"{total:,} gradients,", "one per parameter", role="plain")
@@ -43,8 +41,9 @@ def training_step():
            color=MUTED)
     c.text(xs[0], bottom + h + 18, "AdamW's learning rate comes from a schedule", size=SMALL, anchor="start",
            color=MUTED)
-    alt = (f"One training step of GPT-2 Small ({total:,} parameters), as a loop of six boxes. A batch of token "
-           f"ids x and targets y (x shifted by one), each (B, T), goes forward through the model to logits "
+    alt = (f"One training step of GPT-2 Small ({total:,} parameters) with lib.train's GPT-2 recipe, as a loop of "
+           f"six boxes. A batch of {options['tokens_per_step']:,} token ids x and their targets y (x shifted by "
+           f"one) goes forward through the model to logits "
            f"(B, T, {config.vocab_size:,}); the cross-entropy against y gives the loss, one number; the backward "
            f"pass gives {total:,} gradients, one per parameter; clipping scales them down when their global norm "
            f"exceeds {options['grad_clip']}; AdamW, which keeps two running averages m and v per parameter "
@@ -54,7 +53,7 @@ def training_step():
 
 
 def lr_schedule():
-    options = recipe()
+    options = train.RECIPES["gpt2"]
     lr, min_lr, warmup, steps = options["lr"], options["min_lr"], options["warmup_iters"], options["max_iters"]
     c = Canvas()
     x0, y0, w, h = 90, 20, 500, 200       # the plot's left, top, width and height
@@ -67,9 +66,9 @@ def lr_schedule():
     c.line(at(0, 0), *points, color=fill_of("data", 1.0), width=2.6)
     for value, name, x, anchor in ((lr, "lr", x0 - 8, "end"), (min_lr, "min_lr", x0 + w + 8, "start")):
         c.line(at(0, value), at(steps, value), width=1, dash=True, color=MUTED)
-        c.text(x, at(0, value)[1], f"{name} {value:g}", size=SMALL, anchor=anchor, mono=True)
+        c.text(x, at(0, value)[1], f"{name} {sci(value)}", size=SMALL, anchor=anchor, mono=True)
     c.text(x0 - 8, y0 + h, "0", size=SMALL, anchor="end", mono=True)
-    for step in (0, warmup, steps):
+    for step in (warmup, steps):
         x = at(step, 0)[0]
         c.line((x, y0 + h), (x, y0 + h + 5), width=1)
         c.text(x, y0 + h + 16, f"{step:,}", size=SMALL, mono=True)
@@ -82,7 +81,7 @@ def lr_schedule():
     curve_x, curve_y = at(step, train.lr_at(step, lr, min_lr, warmup, steps))
     c.arrow((curve_x + 50, y0 + 62), (curve_x + 4, curve_y - 8))
     c.text(curve_x + 50, y0 + 50, "half a cosine, down to min_lr", size=SMALL)
-    alt = (f"The learning-rate schedule of lib.train with its default options, learning rate against step. It rises "
-           f"in a straight line from 0 to the peak lr = {lr:g} over the first {warmup:,} steps (the warmup), then "
-           f"falls along half a cosine to min_lr = {min_lr:g} at step {steps:,}, and stays at min_lr after that.")
+    alt = (f"The learning-rate schedule of lib.train's GPT-2 recipe, learning rate against step. It rises in a "
+           f"straight line from 0 to the peak lr = {sci(lr)} over the first {warmup:,} steps (the warmup), then "
+           f"falls along half a cosine to min_lr = {sci(min_lr)} at step {steps:,}, and stays at min_lr after that.")
     return c.diagram("lr_schedule", alt)
