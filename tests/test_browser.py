@@ -35,7 +35,16 @@ embedded in the page and a small inline script shows the state that the controls
 - The widget loads nothing: no external script, no request. Its script raises nothing.
 - The test saves a full-page screenshot of every page with a widget, after moving the
   controls, to _build/screenshots/ (and one of the book's first page).
+
+Diagrams
+--------
+lib.diagrams draws each diagram into its chapter as `<img class="gpt-diagram"
+data-diagram="NAME" alt="...">` holding the SVG as a data: URI. Every page must show exactly
+the diagrams that `lib.diagrams.DIAGRAMS` places on it, each loaded, at least
+MIN_DIAGRAM_SIZE pixels, with alt text of at least MIN_ALT characters. The test also saves a
+full-page screenshot of DIAGRAM_PAGE, a page holding diagrams.
 """
+import base64
 import functools
 import os
 import shutil
@@ -52,6 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from book_toc import toc_docnames  # noqa: E402
 
+from lib.diagrams import DIAGRAMS, draw  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -66,6 +77,12 @@ WIDGET = ".gpt-widget"
 LOAD_TIMEOUT_MS = 60_000  # a page and all it requests (chapters carry large widget states)
 RENDER_TIMEOUT_MS = 20_000  # MathJax typesetting, images decoding
 CONTROL_TIMEOUT_MS = 3_000  # from moving a control to the widget's outputs changing
+DIAGRAM = "img.gpt-diagram"
+MIN_DIAGRAM_SIZE = (300, 150)  # px, natural width and height
+MIN_ALT = 100  # characters
+DIAGRAM_PAGE = "chapters/04_model.html"
+# Pages saved whatever they hold: the book's first page, and one page with diagrams.
+ALWAYS_SHOT = {"first_page.png", DIAGRAM_PAGE.replace("/", "__")[:-5] + ".png"}
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -91,8 +108,14 @@ class Server:
 # ---------------------------------------------------------------- the checks
 
 
-def check_page(context, url, screenshot=None):
-    """Open url; return the problems found (empty if none) and whether it had widgets."""
+def diagrams_on(page):
+    """The names of the diagrams that lib.diagrams places on a page (a path like chapters/04_model.html)."""
+    return sorted(name for name, (docname, _) in DIAGRAMS.items() if f"{docname}.html" == page)
+
+
+def check_page(context, url, screenshot=None, diagrams=()):
+    """Open url; return the problems found (empty if none) and whether it had widgets.
+    `diagrams`: the names of the diagrams the page must show, and no others."""
     page = context.new_page()
     problems = []
     page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
@@ -109,10 +132,11 @@ def check_page(context, url, screenshot=None):
         page.goto(url, wait_until="load", timeout=LOAD_TIMEOUT_MS)
         page.wait_for_load_state("networkidle", timeout=LOAD_TIMEOUT_MS)
         problems += check_rendering(page)
+        problems += check_diagrams(page, diagrams)
         has_widgets = page.locator(WIDGET).count() > 0
         if has_widgets:
             problems += check_widgets(page)
-        if screenshot is not None and (has_widgets or screenshot.name == "first_page.png"):
+        if screenshot is not None and (has_widgets or screenshot.name in ALWAYS_SHOT):
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             page.evaluate("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)")
             page.screenshot(path=str(screenshot), full_page=True)
@@ -150,6 +174,21 @@ def check_rendering(page):
                                  ".then(() => document.fonts.ready).then(() => Array.from(document.fonts)"
                                  ".filter(f => f.status === 'error').map(f => f.family))")
     problems += [f"font failed to load: {family}" for family in failed_fonts]
+    return problems
+
+
+def check_diagrams(page, expected):
+    found = page.evaluate(f"Array.from(document.querySelectorAll('{DIAGRAM}')).map(i => "
+                          "[i.dataset.diagram, i.naturalWidth, i.naturalHeight, i.alt])")
+    problems = []
+    if sorted(name for name, *_ in found) != sorted(expected):
+        problems.append(f"diagrams shown: {sorted(name for name, *_ in found)}; expected {sorted(expected)}")
+    for name, width, height, alt in found:
+        if width < MIN_DIAGRAM_SIZE[0] or height < MIN_DIAGRAM_SIZE[1]:
+            problems.append(f"diagram {name}: {width} x {height} px, expected at least "
+                            f"{MIN_DIAGRAM_SIZE[0]} x {MIN_DIAGRAM_SIZE[1]}")
+        if len(alt.strip()) < MIN_ALT:
+            problems.append(f"diagram {name}: alt text {alt!r} is shorter than {MIN_ALT} characters")
     return problems
 
 
@@ -243,10 +282,14 @@ def book_server(built_book):
 @pytest.mark.parametrize("page", PAGES)
 def test_page_works_offline(page, context, book_server):
     shot = SCREENSHOTS / ("first_page.png" if page == PAGES[0] else page.replace("/", "__")[:-5] + ".png")
-    problems, has_widgets = check_page(context, book_server.url + page, shot)
+    problems, has_widgets = check_page(context, book_server.url + page, shot, diagrams_on(page))
     assert not problems, f"{page}:\n" + "\n".join(problems)
-    if has_widgets:
+    if has_widgets or shot.name in ALWAYS_SHOT:
         assert shot.is_file()
+
+
+def test_diagram_page_holds_diagrams():
+    assert diagrams_on(DIAGRAM_PAGE) and DIAGRAM_PAGE in PAGES
 
 
 def test_root_redirects_to_the_first_page(context, book_server):
@@ -283,12 +326,17 @@ BROKEN_PAGE = """
 <img src="missing.png"><figure><figcaption>no image</figcaption></figure>
 <script src="http://cdn.example.invalid/lib.js"></script>
 <script>console.error("boom"); undefinedFunction();</script>"""
+TINY_SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'
+BAD_DIAGRAM = (f'<img class="gpt-diagram" data-diagram="block" alt="" '
+               f'src="data:image/svg+xml;base64,{base64.b64encode(TINY_SVG.encode()).decode()}">')
 
 
 @pytest.fixture(scope="module")
 def sample_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pages")
-    for name, body in {"good": GOOD_WIDGET, "stuck": STUCK_WIDGET, "broken": BROKEN_PAGE}.items():
+    pages = {"good": GOOD_WIDGET, "stuck": STUCK_WIDGET, "broken": BROKEN_PAGE,
+             "diagram": draw("block")._repr_html_(), "bad_diagram": BAD_DIAGRAM}
+    for name, body in pages.items():
         (folder / f"{name}.html").write_text(
             f"<!doctype html><html><head>{ICON}</head><body>{body}</body></html>")
     server = Server(folder)
@@ -313,4 +361,17 @@ def test_checks_flag_a_broken_page(context, sample_server):
     for expected in ("image not shown: missing.png", "<figure> element(s) with no image",
                      "request leaves the book: http://cdn.example.invalid/lib.js",
                      "console error: boom", "uncaught exception", "HTTP 404"):
+        assert expected in report, report
+
+
+def test_checks_pass_a_diagram(context, sample_server):
+    problems, _ = check_page(context, sample_server.url + "diagram.html", diagrams=["block"])
+    assert problems == []
+
+
+def test_checks_flag_a_diagram_that_is_tiny_without_alt_text_or_on_the_wrong_page(context, sample_server):
+    problems, _ = check_page(context, sample_server.url + "bad_diagram.html", diagrams=["model"])
+    report = "\n".join(problems)
+    for expected in ("diagrams shown: ['block']; expected ['model']", "diagram block: 10 x 10 px",
+                     "diagram block: alt text '' is shorter"):
         assert expected in report, report
