@@ -18,7 +18,7 @@ from lib.diagrams import DIAGRAMS, draw, tokenization
 
 ROOT = Path(__file__).resolve().parent.parent
 SVG = "{http://www.w3.org/2000/svg}"
-MAX_WIDTH = 760     # px: wider would be scaled down in the book's text column, and the text with it
+MAX_WIDTH = 720     # px: the book's text column is about 690 px wide at 1280; wider would shrink the text
 MIN_ALT = 150       # characters: the alt text says what the diagram shows, with its numbers
 
 # Which fields of GPTConfig.gpt2() each diagram shows (directly or through counts and shapes).

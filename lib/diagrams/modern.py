@@ -20,7 +20,7 @@ def rope():
     half = D // 2
     pairs = (0, half // 4, half - 1)
     c = Canvas()
-    cell, left, bar_y = 9, 40, 70
+    cell, left, bar_y = 9, 40, 100
     c.text(left, 12, f"one head's query or key, D = {D}; pair i is (x[i], x[i + {half}])", size=SMALL,
            anchor="start", color=MUTED)
     for d in range(D):

@@ -26,7 +26,7 @@ INK = "#1a1a1a"
 MUTED = "#4d4d4d"
 MARGIN = 12      # px of white around the drawing
 
-# Okabe & Ito (2008), "Color Universal Design".
+# Okabe & Ito (2008), "Color Universal Design", and a neutral grey.
 OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442",
              "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7", "grey": "#999999"}
 # What each colour stands for, the same in every diagram.
@@ -41,6 +41,7 @@ def tint(colour: str, strength: float = 0.3) -> str:
 
 
 def fill_of(role: str, strength: float = 0.3) -> str:
+    """The fill of a role of ROLES (what a shape stands for) as a tint of its colour."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {sorted(ROLES)}")
     return tint(OKABE_ITO[ROLES[role]], strength)
