@@ -1,49 +1,60 @@
 """Grade exercise notebooks against hidden tests, with the student's code in a sandbox.
 
-    python -m grader exercises/01_gelu.ipynb [more.ipynb ...] [--json] [--tests DIR]
-                     [--timeout SECONDS] [--memory-mb MB]
+    python -m grader NOTEBOOK [NOTEBOOK ...] [--assignment IDS] [--exercise ID] [--json]
+                     [--instructor] [--tests DIR] [--timeout SECONDS] [--memory-mb MB]
 
 This package is instructors' tooling: the student release (`python -m grader.release OUTDIR`,
 grader/release.py) leaves it out whole, so lib holds only what students get.
 
-How a notebook is graded:
-1. The code cells tagged `graded:<id>` (for example `graded:ex1`) are joined, in order; nothing
-   else of the notebook runs. The notebook's metadata `grading.exercise` names its exercise, so
-   a notebook whose tags were removed still gets a report (and a 0).
-2. The hidden tests for <id> (`solutions/hidden_tests/*.py`, see grader/spec.py) give the
-   calls to make. Their inputs go into a fresh folder as npz (arrays) and JSON (the rest).
-3. `grader/runner.py` runs the cells and the calls inside bubblewrap (grader/sandbox.py):
-   no network, no repository, no solutions, no hidden tests, a copy of lib whose answers to the
-   exercise are stubs, time and memory limits. It writes back plain values, per test.
-4. Here, in the grader's own process, each value is compared with the hidden test's expectation.
-   So patching numpy or builtins, printing, exiting, reading files or calling the reference
-   changes nothing here; a crash, a timeout or an exit scores the tests still unanswered 0 and
-   grading goes on with the next exercise.
+One run grades one student's submission: the notebooks given.
+1. Which exercise a notebook is graded on comes from the instructor's side, never from the
+   notebook: the exercise whose notebook name (`Exercise.notebook` in the hidden tests, such
+   as 01_gelu) its file name contains, or `--exercise`. The assignment (`--assignment`, by
+   default the exercises the files name) sets the maximum score. An exercise named by two files
+   is graded for neither ("duplicated", 0); one of the assignment that no file names is
+   "missing" (0); a file that names none is an error.
+2. In that notebook, the code cells tagged `graded:<id>` are joined, in order; nothing else
+   of the notebook runs.
+3. The hidden tests for <id> (`solutions/hidden_tests/*.py`, see grader/spec.py) give the
+   calls to make and their inputs, written into a fresh folder as JSON.
+4. `grader/runner.py` runs the cells and the calls inside bubblewrap (grader/sandbox.py), as an
+   unprivileged user: no network, no repository, no solutions, no hidden tests, a copy of lib
+   whose answers to the exercise are stubs, one process, time, memory and disk limits. It sends
+   back plain values, per test, through a pipe.
+5. Here, in the grader's own process, each value is checked (by type, size and test id) and
+   compared with the hidden test's expectation. So patching numpy or builtins, printing,
+   exiting, reading files or calling the reference changes nothing here; a crash, a timeout or
+   an exit scores the tests still unanswered 0 and grading goes on. An edge test (an error
+   check, an empty input) earns its points only when the other tests of its function pass.
 
-Output: per test PASS/FAIL with a reason, a score per exercise, a total; `--json` prints the same
-as one JSON document. The exit status is 0 whenever grading itself worked (whatever the scores),
-1 if a notebook could not be read, 2 on bad usage or a missing sandbox.
+Output: per test PASS/FAIL with a reason, a score per exercise, a total. Messages are written
+for the student: they never hold an expected value (`--instructor` adds them), and what came
+from the sandbox is escaped, so that it cannot forge lines. `--json` prints the same as one
+JSON document. The exit status is 0 whenever grading itself worked (whatever the scores), 1 if
+a notebook could not be graded (unreadable, or its name names no exercise), 2 on bad usage or
+when the sandbox cannot start (then nothing is graded: a broken sandbox is not a row of zeros).
 """
 from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
-import zipfile
+import os
+import stat
+import tempfile
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import nbformat
-import numpy as np
-
 from . import sandbox
-from .runner import decode
-from .spec import Config, Exercise, Model, Rng, Test
+from .runner import decode, encode
+from .sandbox import SandboxUnavailable
+from .spec import Config, Exercise, Model, Rng, Test, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TESTS = ROOT / "solutions" / "hidden_tests"
 TAG_PREFIX = "graded:"
-MAX_ARRAY_BYTES = 512 << 20      # what the grader agrees to unpack from one answer file
+MAX_NOTEBOOK_BYTES = 32 << 20
+MAX_TEXT = 600                   # characters kept of a message that comes from the sandbox
 
 
 @dataclass
@@ -51,14 +62,15 @@ class TestResult:
     name: str
     points: int
     passed: bool
-    message: str
+    message: str                 # for the student
+    detail: str = ""             # for the instructor (expected values)
 
 
 @dataclass
 class ExerciseResult:
     exercise: str
     title: str
-    status: str                  # graded | no-graded-cells | load-error | timeout | crashed | no-hidden-tests
+    status: str                  # graded | no-graded-cells | load-error | timeout | crashed | duplicated | missing
     message: str
     score: int = 0
     max_score: int = 0
@@ -68,27 +80,81 @@ class ExerciseResult:
 @dataclass
 class NotebookResult:
     path: str
-    exercises: list[ExerciseResult]
-    error: str | None = None
+    exercise: ExerciseResult | None
+    error: str | None = None     # the notebook could not be graded (then exercise may be None)
+
+
+@dataclass
+class Submission:
+    notebooks: list[NotebookResult]
+    missing: list[ExerciseResult]
+    score: int
+    max_score: int
+
+
+class NotebookError(ValueError):
+    """The notebook is not one the grader can read; the message says why."""
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (newlines, terminal escapes, format
+    characters, lone surrogates) written as its escape, so that it cannot start a line of the
+    report or move the cursor."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 # ---- notebooks ---------------------------------------------------------------------------------------
-def graded_code(nb) -> dict[str, str]:
-    """{exercise id: the source of its graded cells, joined in order}."""
-    code: dict[str, list[str]] = {}
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
+def read_notebook(path) -> dict:
+    """The notebook's JSON: a regular file (not a link, a pipe or a folder), at most
+    MAX_NOTEBOOK_BYTES, an nbformat 4 notebook."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise NotebookError(f"cannot open it ({exc.strerror}; a symbolic link is refused)") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise NotebookError("it is not a regular file")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"it is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+        data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    try:
+        nb = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise NotebookError(f"it is not JSON ({type(exc).__name__})") from None
+    if not isinstance(nb, dict) or nb.get("nbformat") != 4 or not isinstance(nb.get("cells"), list):
+        raise NotebookError("it is not a Jupyter notebook of format 4 with a list of cells")
+    return nb
+
+
+def graded_code(nb: dict, exercise: str) -> str:
+    """The source of the code cells tagged graded:<exercise>, joined in order. Cells and tags
+    of another shape than Jupyter's (a tag that is a number, a cell without a type) are skipped."""
+    parts = []
+    for i, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        for tag in cell.metadata.get("tags", []):
-            if tag.startswith(TAG_PREFIX):
-                code.setdefault(tag[len(TAG_PREFIX):], []).append(f"# --- cell {i} ---\n{cell.source}\n")
-    return {ex: "\n".join(parts) for ex, parts in code.items()}
+        metadata = cell.get("metadata")
+        tags = metadata.get("tags") if isinstance(metadata, dict) else None
+        if not isinstance(tags, list) or TAG_PREFIX + exercise not in tags:
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) and all(isinstance(s, str) for s in source) else source
+        if not isinstance(source, str):
+            raise NotebookError(f"cell {i}'s source is not text")
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError:
+            raise NotebookError(f"cell {i} holds characters that are not text (lone surrogates)") from None
+        parts.append(f"# --- cell {i} ---\n{source}\n")
+    return "\n".join(parts)
 
 
-def notebook_exercises(nb) -> list[str]:
-    named = nb.metadata.get("grading", {}).get("exercise")
-    ids = list(graded_code(nb))
-    return ([named] if named and named not in ids else []) + ids
+def exercise_for(path, hidden: dict) -> str | None:
+    """The exercise whose notebook name the file's name contains (None: no exercise, or several)."""
+    name = Path(path).name
+    found = [ex for ex, module in hidden.items() if module.EXERCISE.notebook and module.EXERCISE.notebook in name]
+    return found[0] if len(found) == 1 else None
 
 
 # ---- hidden tests ---------------------------------------------------------------------------------
@@ -105,163 +171,235 @@ def load_hidden_tests(tests_dir: Path) -> dict:
     return modules
 
 
-def _encode_inputs(tests: list[Test]):
-    """Tests -> (JSON-able job entries, arrays for inputs.npz)."""
-    arrays = {}
+def max_score(module) -> int:
+    return sum(t.points for t in module.tests())
 
-    def enc(v, key):
-        if isinstance(v, np.ndarray):
-            arrays[key] = v
-            return {"__array__": key}
-        if isinstance(v, Config):
-            return {"__config__": v.fields}
-        if isinstance(v, Model):
-            return {"__model__": {"config": v.config, "seed": v.seed, "dtype": v.dtype}}
-        if isinstance(v, Rng):
-            return {"__rng__": v.seed}
-        if isinstance(v, (list, tuple)):
-            return [enc(x, f"{key}_{i}") for i, x in enumerate(v)]
-        if isinstance(v, dict):
-            return {"__dict__": [[k, enc(x, f"{key}_{k}")] for k, x in v.items()]}
-        if isinstance(v, float) and not np.isfinite(v):
-            return {"__float__": repr(v)}
-        return v
-    jobs = [{"id": f"t{i:03d}", "function": t.function, "driver": t.driver,
-             "args": enc(list(t.args), f"t{i:03d}a"), "kwargs": enc_kwargs(t.kwargs, enc, f"t{i:03d}k")}
+
+def _input_marker(value):
+    """The form of the grader's input objects, which the sandbox turns into the real ones."""
+    if isinstance(value, Config):
+        return {"__config__": value.fields}
+    if isinstance(value, Model):
+        return {"__model__": {"config": value.config, "seed": value.seed, "dtype": value.dtype}}
+    if isinstance(value, Rng):
+        return {"__rng__": value.seed}
+    return None
+
+
+def _jobs(tests: list[Test]) -> list[dict]:
+    return [{"id": f"t{i:03d}", "function": t.function, "driver": t.driver,
+             "args": encode(list(t.args), _input_marker),
+             "kwargs": {name: encode(value, _input_marker) for name, value in t.kwargs.items()}}
             for i, t in enumerate(tests)]
-    return jobs, arrays
 
 
-def enc_kwargs(kwargs, enc, key):
-    return {name: enc(value, f"{key}_{name}") for name, value in kwargs.items()}
-
-
-def _read_answers(out: Path) -> dict:
-    """{test id: record} from the sandbox's results.jsonl (last record per id wins), with
-    arrays decoded from their npz files (no pickle, bounded size)."""
+# ---- answers ---------------------------------------------------------------------------------------
+def read_answers(data: bytes, ids) -> dict:
+    """{id: record} from what came through the answers pipe: JSON lines whose id is one of
+    `ids` (or __start__, __load__, __done__), of the runner's shape; values decoded and checked
+    (runner.decode). Anything else is skipped; the last record of an id wins."""
+    wanted = {"__start__", "__load__", "__done__", *ids}
     records = {}
-    path = out / "results.jsonl"
-    if not path.exists():
-        return records
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-                records[str(record["id"])] = record
-            except (ValueError, KeyError, TypeError):
-                continue                                     # a half-written or foreign line
-    for test_id, record in records.items():
-        if record.get("ok") and "value" in record:
-            try:
-                record["value"] = decode(record["value"], _load_arrays(out / f"{test_id}.npz"))
-            except Exception as exc:                          # noqa: BLE001 - any bad answer file
-                records[test_id] = {"ok": False, "error": {"type": "BadAnswer", "blocked": False,
-                                                           "message": f"the answer could not be read: {exc}"}}
+    for line in data.split(b"\n"):
+        try:
+            raw = json.loads(line)
+        except (ValueError, RecursionError):
+            continue                                          # a half-written or foreign line
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw["id"] in wanted \
+                and isinstance(raw.get("ok"), bool):
+            records[raw["id"]] = _record(raw)
     return records
 
 
-def _load_arrays(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    with zipfile.ZipFile(path) as z:
-        if sum(info.file_size for info in z.infolist()) > MAX_ARRAY_BYTES:
-            raise ValueError(f"arrays larger than {MAX_ARRAY_BYTES >> 20} MiB")
-    with np.load(path, allow_pickle=False) as npz:
-        return {k: npz[k] for k in npz.files}
+def _record(raw: dict) -> dict:
+    if raw["ok"]:
+        if "value" not in raw:
+            return {"ok": True}
+        try:
+            return {"ok": True, "value": decode(raw["value"])}
+        except (ValueError, TypeError, RecursionError) as exc:
+            return {"ok": False, "error": {"type": "BadAnswer", "blocked": False,
+                                           "message": f"the answer could not be read: {exc}"}}
+    error = raw.get("error") if isinstance(raw.get("error"), dict) else {}
+
+    def text(key):
+        value = error.get(key)
+        return printable(value[:MAX_TEXT]) if isinstance(value, str) else ""
+    return {"ok": False, "error": {"type": text("type"), "message": text("message"), "blocked": error.get("blocked") is True}}
 
 
 def _error_text(error: dict) -> str:
     if error.get("blocked"):
         return f"called a blocked lib reference ({error.get('message', '')})"
-    return f"{error.get('type', 'Error')}: {error.get('message', '')}".strip()
+    return f"{error.get('type') or 'Error'}: {error.get('message', '')}".strip()
 
 
-def _judge(test: Test, record: dict | None, missing: str) -> tuple[bool, str]:
+def _judge(test: Test, record: dict | None, missing: str) -> Verdict:
     if record is None:
-        return False, missing
-    if not record.get("ok"):
-        error = record.get("error") or {}
-        if test.expect_error and error.get("type") == test.expect_error:
-            return True, f"raised {test.expect_error} as required"
-        return False, _error_text(error)
+        return Verdict(False, missing)
+    if not record["ok"]:
+        if test.expect_error and record["error"]["type"] == test.expect_error:
+            return Verdict(True, f"raised {test.expect_error} as required")
+        return Verdict(False, _error_text(record["error"]))
     if test.expect_error:
-        return False, f"returned a value; expected it to raise {test.expect_error}"
+        return Verdict(False, f"returned a value; expected it to raise {test.expect_error}")
     try:
-        return test.check(record.get("value"))
+        return Verdict(*test.check(record.get("value")))
     except Exception as exc:                                  # noqa: BLE001 - a hostile value
-        return False, f"the answer could not be compared: {type(exc).__name__}: {exc}"
+        return Verdict(False, f"the answer could not be compared: {type(exc).__name__}: {exc}")
+
+
+def _gate(tests: list[Test], verdicts: list[Verdict]) -> list[Verdict]:
+    """Edge tests earn nothing while another test of their function fails: a trivial answer
+    (a constant, a function that always raises) gets edge cases right by accident."""
+    failing = {t.function for t, v in zip(tests, verdicts) if not t.edge and not v.passed}
+    return [Verdict(False, f"{v.message}, but an edge case counts only once the other tests of "
+                           f"{t.function} pass", v.detail)
+            if t.edge and v.passed and t.function in failing else v for t, v in zip(tests, verdicts)]
+
+
+# ---- grading ---------------------------------------------------------------------------------------
+def _why(run, answers: dict, group: str, limit: int, memory_mb: int) -> tuple[str, str]:
+    """(status, reason) of one sandbox run; status "graded" when nothing went wrong."""
+    load = answers.get("__load__")
+    if run.limit == "cpu":
+        return "timeout", f"timed out: over the limit of {limit} s of CPU time (tests {group!r})"
+    if run.limit == "wall":
+        return "timeout", (f"timed out: over {sandbox.wall_seconds(limit)} s of wall-clock time with "
+                           f"{limit} s of CPU time allowed (tests {group!r}): the code waited (sleep, "
+                           f"input, a lock) rather than computed")
+    if run.limit == "output":
+        return "crashed", f"stopped: the answers exceeded {sandbox.MAX_ANSWER_BYTES >> 20} MiB"
+    if load is None:
+        return "crashed", f"the sandbox ended before the graded cells loaded (exit {run.returncode}): {run.log_tail[-300:]}"
+    if not load["ok"]:
+        return "load-error", f"the graded cells failed to load: {_error_text(load['error'])}"
+    if "__done__" not in answers:
+        return "crashed", f"the process ended early (exit {run.returncode}, memory limit {memory_mb} MiB)"
+    return "graded", ""
 
 
 def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden) -> ExerciseResult:
     exercise: Exercise = module.EXERCISE
     tests = module.tests()
-    result = ExerciseResult(exercise.id, exercise.title, "graded", "",
-                            max_score=sum(t.points for t in tests))
+    result = ExerciseResult(exercise.id, exercise.title, "graded", "", max_score=sum(t.points for t in tests))
     if not code.strip():
         result.status, result.message = "no-graded-cells", f"no code cell is tagged {TAG_PREFIX}{exercise.id}"
         result.tests = [TestResult(t.name, t.points, False, "not graded: no graded cells") for t in tests]
         return result
-    outcomes: dict[int, tuple[bool, str]] = {}
+    verdicts: dict[int, Verdict] = {}
     problems = []
+    unloadable = None                                         # (CPU limit, reason) once the cells failed to load
     for group, seconds in exercise.groups.items():
         members = [i for i, t in enumerate(tests) if t.group == group]
+        limit = max(1, int(seconds if timeout is None else min(seconds, timeout)))
         if not members:
             continue
-        limit = max(1, int(seconds if timeout is None else min(seconds, timeout)))
-        jobs, arrays = _encode_inputs([tests[i] for i in members])
-        box = sandbox.make_box(code, {"exercise": exercise.id, "tests": jobs}, arrays, exercise.blocked)
-        try:
-            run = sandbox.run(box, box.parent / "out", masked=exercise.masked, forbidden=forbidden,
-                              cpu_seconds=limit, memory_mb=memory_mb)
-            answers = _read_answers(box.parent / "out")
-        finally:
-            shutil.rmtree(box.parent, ignore_errors=True)
-        load = answers.get("__load__")
-        if run.timed_out:
-            why, status = f"timed out: over the limit of {limit} s of CPU time (tests {group!r})", "timeout"
-        elif load is None:
-            why, status = f"the sandbox ended before the graded cells loaded (exit {run.returncode}): {run.log_tail[-300:]}", "crashed"
-        elif not load.get("ok"):
-            why, status = f"the graded cells failed to load: {_error_text(load.get('error') or {})}", "load-error"
-        elif "__done__" not in answers:
-            why, status = f"the process ended early (exit {run.returncode}, memory limit {memory_mb} MiB)", "crashed"
-        else:
-            why, status = "", "graded"
+        if unloadable is not None and limit <= unloadable[0]:   # the same cells would fail again
+            verdicts.update((i, Verdict(False, f"not run: {unloadable[1]}")) for i in members)
+            continue
+        jobs = _jobs([tests[i] for i in members])
+        with tempfile.TemporaryDirectory(prefix="grade-") as root:
+            box = sandbox.make_box(Path(root), code, {"exercise": exercise.id, "tests": jobs}, exercise.blocked)
+            run = sandbox.run(box, masked=exercise.masked, forbidden=forbidden, cpu_seconds=limit,
+                              memory_mb=memory_mb)
+        answers = read_answers(run.answers, [job["id"] for job in jobs])
+        if "__start__" not in answers:
+            raise SandboxUnavailable(f"the sandbox did not start (exit {run.returncode}): {printable(run.log_tail[-500:])}")
+        status, why = _why(run, answers, group, limit, memory_mb)
         if status != "graded":
             problems.append((status, why))
-        loaded = load is not None and load.get("ok")
+        loaded = answers.get("__load__", {}).get("ok", False)
+        if not loaded:
+            unloadable = (limit, why)
         for i, job in zip(members, jobs):
-            outcomes[i] = _judge(tests[i], answers.get(job["id"]) if loaded else None, f"no answer: {why}")
+            verdicts[i] = _judge(tests[i], answers.get(job["id"]) if loaded else None, f"no answer: {why}")
     if problems:
-        result.status, result.message = problems[0][0], "; ".join(why for _, why in problems)
-    result.tests = [TestResult(t.name, t.points, *outcomes[i]) for i, t in enumerate(tests)]
+        result.status, result.message = problems[0][0], printable("; ".join(why for _, why in problems))
+    gated = _gate(tests, [verdicts[i] for i in range(len(tests))])
+    result.tests = [TestResult(t.name, t.points, v.passed, printable(v.message), printable(v.detail))
+                    for t, v in zip(tests, gated)]
     result.score = sum(t.points for t in result.tests if t.passed)
     return result
 
 
-def grade_notebook(path, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=4096, hidden=None) -> NotebookResult:
-    """Grade every exercise the notebook has graded cells (or metadata) for."""
+def _forbidden(tests_dir) -> list[Path]:
+    """What the sandbox must never see, even where a Python path lies inside it."""
+    return [Path(tests_dir).resolve(), (ROOT / "solutions").resolve(), sandbox.LIB_DIR,
+            Path(__file__).resolve().parent]                            # the grader itself
+
+
+def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=4096,
+                   hidden=None) -> NotebookResult:
+    """Grade the notebook on `exercise` (an id of the hidden tests; by default the one its file
+    name names). A notebook that cannot be graded gives a result with an error; only a sandbox
+    that cannot start raises (SandboxUnavailable)."""
     hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
+    exercise = exercise or exercise_for(path, hidden)
+    if exercise is None:
+        return _names_nothing(path, hidden)
+    if exercise not in hidden:
+        return NotebookResult(str(path), None, printable(f"no hidden tests for exercise {exercise!r}"))
     try:
-        nb = nbformat.read(str(path), as_version=4)
-    except Exception as exc:                                  # noqa: BLE001 - any unreadable file
-        return NotebookResult(str(path), [], f"cannot read the notebook: {exc}")
-    code = graded_code(nb)
-    ids = notebook_exercises(nb)
-    if not ids:
-        return NotebookResult(str(path), [], f"no cell is tagged {TAG_PREFIX}<exercise> and the metadata "
-                                             f"names no exercise")
-    forbidden = [Path(tests_dir).resolve(), (ROOT / "solutions").resolve(), sandbox.LIB_DIR,
-                 Path(__file__).resolve().parent]                         # the grader itself
-    results = []
-    for ex in ids:
-        if ex not in hidden:
-            results.append(ExerciseResult(ex, "", "no-hidden-tests", f"no hidden tests for {ex!r} in {tests_dir}"))
-            continue
-        results.append(grade_exercise(code.get(ex, ""), hidden[ex], timeout=timeout, memory_mb=memory_mb,
-                                      forbidden=forbidden))
-    return NotebookResult(str(path), results)
+        code = graded_code(read_notebook(path), exercise)
+        return NotebookResult(str(path), grade_exercise(code, hidden[exercise], timeout=timeout,
+                                                        memory_mb=memory_mb, forbidden=_forbidden(tests_dir)))
+    except NotebookError as exc:
+        return NotebookResult(str(path), None, printable(f"cannot read the notebook: {exc}"))
+    except SandboxUnavailable:
+        raise
+    except Exception as exc:                                  # noqa: BLE001 - this notebook's error, not the batch's
+        return NotebookResult(str(path), None, printable(f"grading failed: {type(exc).__name__}: {exc}"))
 
 
-def as_dict(result: NotebookResult) -> dict:
-    return asdict(result)
+def _names_nothing(path, hidden) -> NotebookResult:
+    names = ", ".join(m.EXERCISE.notebook for m in hidden.values() if m.EXERCISE.notebook)
+    return NotebookResult(str(path), None, printable(f"its file name names no exercise (a handed-in notebook's "
+                                                     f"name contains one of: {names})"))
+
+
+def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT_TESTS, timeout=None,
+                     memory_mb=4096, hidden=None) -> Submission:
+    """Grade one student's notebooks on the assignment's exercises (default: those the files
+    name), each exercise at most once; see the module's docstring."""
+    hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
+    named = [exercise or exercise_for(p, hidden) for p in paths]
+    assignment = list(dict.fromkeys(assignment or [ex for ex in named if ex is not None]))
+    unknown = [ex for ex in assignment if ex not in hidden]
+    if unknown:
+        raise ValueError(f"the assignment names exercises without hidden tests: {unknown}")
+    counts = Counter(named)
+    notebooks = []
+    for path, ex in zip(paths, named):
+        module = hidden.get(ex)
+        if ex is None:
+            notebooks.append(_names_nothing(path, hidden))
+        elif ex not in assignment:
+            notebooks.append(NotebookResult(str(path), None, f"exercise {ex} is not part of this assignment"))
+        elif counts[ex] > 1:
+            others = ", ".join(Path(p).name for p, e in zip(paths, named) if e == ex)
+            notebooks.append(NotebookResult(str(path), ExerciseResult(
+                ex, module.EXERCISE.title, "duplicated", printable(f"{counts[ex]} files name this exercise "
+                                                                   f"({others}): none is graded"),
+                max_score=max_score(module))))
+        else:
+            notebooks.append(grade_notebook(path, ex, tests_dir=tests_dir, timeout=timeout,
+                                            memory_mb=memory_mb, hidden=hidden))
+    missing = [ExerciseResult(ex, hidden[ex].EXERCISE.title, "missing", "no notebook handed in names it",
+                              max_score=max_score(hidden[ex])) for ex in assignment if ex not in named]
+    score = sum(nb.exercise.score for nb in notebooks if nb.exercise is not None)
+    return Submission(notebooks, missing, score, sum(max_score(hidden[ex]) for ex in assignment))
+
+
+def as_dict(result, instructor: bool = False) -> dict:
+    """A result (Submission, NotebookResult, ...) as plain data; without the instructors'
+    details (expected values) unless `instructor`."""
+    data = asdict(result)
+
+    def strip(node):
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if instructor or k != "detail"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+    return strip(data)

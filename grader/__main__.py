@@ -4,30 +4,44 @@ import json
 import sys
 from pathlib import Path
 
-from . import DEFAULT_TESTS, as_dict, grade_notebook, load_hidden_tests
+from . import DEFAULT_TESTS, as_dict, grade_submission, load_hidden_tests
 from .sandbox import SandboxUnavailable, check_bwrap
 
 
-def report(result) -> str:
-    lines = [result.path]
-    if result.error:
-        return "\n".join(lines + [f"  ERROR: {result.error}"])
-    for ex in result.exercises:
-        head = f"  {ex.exercise} {ex.title}: {ex.score}/{ex.max_score}"
-        lines.append(head + (f"  [{ex.status}] {ex.message}" if ex.status != "graded" else ""))
-        for t in ex.tests:
-            lines.append(f"    {'PASS' if t.passed else 'FAIL'} {t.name} ({t.points} pt): {t.message}")
-    return "\n".join(lines)
+def _test_line(t, instructor: bool) -> str:
+    line = f"    {'PASS' if t.passed else 'FAIL'} {t.name} ({t.points} pt): {t.message}"
+    return line + (f" [{t.detail}]" if instructor and t.detail else "")
+
+
+def _exercise_lines(ex, instructor: bool) -> list[str]:
+    head = f"  {ex.exercise} {ex.title}: {ex.score}/{ex.max_score}"
+    return ([head + (f"  [{ex.status}] {ex.message}" if ex.status != "graded" else "")]
+            + [_test_line(t, instructor) for t in ex.tests])
+
+
+def report(submission, instructor: bool = False) -> str:
+    """The submission as text: per notebook its exercise and tests, the missing exercises, the total."""
+    blocks = []
+    for nb in submission.notebooks:
+        lines = [nb.path] + ([f"  ERROR: {nb.error}"] if nb.error else [])
+        blocks.append("\n".join(lines + (_exercise_lines(nb.exercise, instructor) if nb.exercise else [])))
+    if submission.missing:
+        blocks.append("\n".join(["missing"] + [line for ex in submission.missing for line in _exercise_lines(ex, instructor)]))
+    return "\n\n".join(blocks) + f"\n\ntotal: {submission.score}/{submission.max_score}"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="+", type=Path, help="exercise notebooks to grade")
+    parser.add_argument("notebooks", nargs="+", type=Path, help="one student's notebooks")
+    parser.add_argument("--assignment", default=None,
+                        help="the exercises to grade, comma-separated ids, or 'all' (default: those the files name)")
+    parser.add_argument("--exercise", default=None, help="grade every notebook given on this exercise id, whatever its name")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    parser.add_argument("--instructor", action="store_true", help="add the expected values (not for students)")
     parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS, help=f"hidden tests (default {DEFAULT_TESTS})")
     parser.add_argument("--timeout", type=float, default=None,
                         help="cap, in CPU seconds, on each sandbox run (default: the hidden tests' own limits)")
-    parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit per sandbox (MiB)")
+    parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit of the sandbox (MiB)")
     args = parser.parse_args(argv)
     if not args.tests.is_dir():
         parser.error(f"hidden tests folder {args.tests} does not exist (they ship with the instructors' "
@@ -36,24 +50,25 @@ def main(argv=None) -> int:
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     if args.memory_mb < 256:
         parser.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
+    hidden = load_hidden_tests(args.tests)
+    if args.exercise is not None and args.exercise not in hidden:
+        parser.error(f"--exercise {args.exercise!r}: no hidden tests for it (known: {', '.join(hidden)})")
+    assignment = list(hidden) if args.assignment == "all" else args.assignment.split(",") if args.assignment else None
+    if assignment and any(ex not in hidden for ex in assignment):
+        parser.error(f"--assignment {args.assignment!r}: known exercises are {', '.join(hidden)}")
     try:
         check_bwrap()
+        submission = grade_submission(args.notebooks, assignment=assignment, exercise=args.exercise,
+                                      tests_dir=args.tests, timeout=args.timeout, memory_mb=args.memory_mb,
+                                      hidden=hidden)
     except SandboxUnavailable as e:
-        print(f"grader: {e}", file=sys.stderr)
+        print(f"grader: nothing graded: {e}", file=sys.stderr)
         return 2
-    hidden = load_hidden_tests(args.tests)
-    results = [grade_notebook(p, tests_dir=args.tests, timeout=args.timeout, memory_mb=args.memory_mb,
-                              hidden=hidden) for p in args.notebooks]
     if args.json:
-        print(json.dumps({"notebooks": [as_dict(r) for r in results],
-                          "score": sum(e.score for r in results for e in r.exercises),
-                          "max_score": sum(e.max_score for r in results for e in r.exercises)}, indent=1))
+        print(json.dumps(as_dict(submission, instructor=args.instructor), indent=1))
     else:
-        print("\n\n".join(report(r) for r in results))
-        total = sum(e.score for r in results for e in r.exercises)
-        most = sum(e.max_score for r in results for e in r.exercises)
-        print(f"\ntotal: {total}/{most}")
-    return 1 if any(r.error for r in results) else 0
+        print(report(submission, instructor=args.instructor))
+    return 1 if any(nb.error for nb in submission.notebooks) else 0
 
 
 if __name__ == "__main__":

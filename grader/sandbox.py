@@ -1,50 +1,72 @@
 """The sandbox a student's code runs in: bubblewrap, a copy of lib without the answers, limits.
 
-What the student's code can see (all read-only except /out and /tmp):
+What the code in it can see (all read-only but /tmp):
 - the system's /usr (with /bin, /lib, /lib64 as on the host) and the dynamic linker's cache;
 - the Python installation and its site-packages, minus the `masked` packages (torch and
   transformers by default: an empty folder whose __init__ raises ImportError);
-- /grade: runner.py, job.json, inputs.npz, student.py and lib/, a copy of lib in which every
-  `blocked` name is replaced by a stub that raises (the answer's source is not in the copy);
-- /out (the answers, written by runner.py), an empty /tmp, /proc and a minimal /dev.
-Nothing else: not the repository, not solutions/, not the hidden tests, not $HOME. Namespaces:
-all unshared (no network, own pids), so killing bwrap on a timeout ends every process inside.
-Limits (setrlimit, inherited): address space, CPU seconds, file size; plus a wall-clock timeout
-(for code that sleeps) of twice the CPU limit plus 10 s. CPU time, unlike wall time, does not
-grow when the machine is busy, so a limit can sit close to what correct code needs.
+- /grade: runner.py, job.json (the tests and their inputs), student.py and lib/, a copy of lib
+  in which every `blocked` name is replaced by a stub that raises (the answer's source is not
+  in the copy);
+- an empty /tmp of TMP_BYTES, its own /proc (read-only) and a minimal /dev.
+Nothing else: not the repository, not solutions/, not the hidden tests, not $HOME, not the
+grader's environment (bubblewrap itself starts with PATH alone, its arguments come through a
+file descriptor, so /proc shows neither the grader's variables nor its folders).
+
+Who it runs as: never the host's root. A grader started as root runs bubblewrap privileged (it
+mounts what the sandbox sees, reaching the Python installation wherever it lives, /root
+included) and `setpriv` turns the sandbox into the host user nobody (SANDBOX_UID), with no
+capabilities, before Python starts; a grader started as another user runs bubblewrap in a user
+namespace of its own, as that user. Namespaces: own pids, mounts, IPC and host name, no network.
+
+What it may do: grader/seccomp.py's filter refuses new processes and threads, ptrace, mounts,
+namespaces, keyrings, BPF and the like. The sandbox is therefore one process, and its limits
+(setrlimit) hold for the whole sandbox: address space (`memory_mb`), CPU seconds, and a wall
+clock of twice the CPU limit plus 10 s (for code that sleeps); /tmp holds at most TMP_BYTES.
+CPU time, unlike wall time, does not grow when the machine is busy, so a limit can sit close to
+what correct code needs.
+
+What comes back: the runner's answers through a pipe (at most MAX_ANSWER_BYTES; the grader
+stops the sandbox past that) and the tail of what the code printed, through another. The
+grader reads no file that the sandbox could have written.
 """
 from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import os
 import resource
+import selectors
 import shutil
 import signal
 import site
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import seccomp
 from .runner import BLOCKED_MARK
 
 LIB_DIR = Path(__file__).resolve().parents[1] / "lib"     # the real lib/
-SANDBOX_UID = 65534                                         # nobody, inside the user namespace
-MAX_OUTPUT_BYTES = 64 << 20                                 # RLIMIT_FSIZE: any one file written
+RUNNER = "/grade/runner.py"                                 # where the sandbox finds the runner
+SANDBOX_UID = 65534                                         # nobody: the host user a root grader drops to
+TMP_BYTES = 64 << 20                                        # the size of the sandbox's /tmp
+MAX_ANSWER_BYTES = 32 << 20                                 # what the grader reads from the answers pipe
+LOG_TAIL_BYTES = 4000                                       # what it keeps of the printed output
 
 
 class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or cannot create namespaces here; the message says what to do."""
+    """bubblewrap is missing or cannot start a sandbox here; the message says what to do."""
 
 
 @dataclass
 class RunResult:
-    returncode: int | None        # None when killed for the wall-clock limit
-    timed_out: bool               # wall-clock limit or CPU limit reached
-    seconds: float
+    returncode: int | None        # None when killed for a limit the grader enforces (wall, output)
+    limit: str | None             # the limit that ended the run: "cpu", "wall", "output" or None
+    seconds: float                # wall-clock time
+    answers: bytes                # what came through the answers pipe
     log_tail: str                 # the last lines of what the code printed
 
 
@@ -135,52 +157,118 @@ def _masked_dirs(packages) -> list[Path]:
     return dirs
 
 
-def bwrap_command(box: Path, out: Path, masked: tuple[str, ...], forbidden: list[Path]) -> list[str]:
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-           "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+def _as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _identity() -> tuple[list[str], list[str]]:
+    """(bwrap options, command prefix) that make the sandbox an unprivileged user: as root,
+    capabilities to change user, used by setpriv to become nobody and drop everything;
+    otherwise a user namespace, in which the sandbox stays the user the grader runs as."""
+    if _as_root():
+        return (["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"],
+                ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"])
+    return ["--unshare-user", "--disable-userns"], []
+
+
+def _ro_bind(path: Path, bound: list[Path]) -> list[str]:
+    """Bind `path` read-only at the same place, after making those of its parents that no
+    earlier bind provides (as 0755: bubblewrap would make them private to root, and nobody
+    could not pass through)."""
+    options = []
+    for parent in reversed(path.parents[:-1]):
+        if not any(b == parent or b in parent.parents for b in bound):
+            options += ["--perms", "0755", "--dir", str(parent)]
+    bound.append(path)
+    return options + ["--ro-bind", str(path), str(path)]
+
+
+def _system_options(forbidden: list[Path], masked: tuple[str, ...], blocker: Path | None) -> list[str]:
+    """Namespaces, the system and the Python installation (read-only), an empty /tmp."""
+    options = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+               "--die-with-parent", "--new-session", "--clearenv", *_identity()[0]]
     # /tmp first: a later mount hides what lies below it, and the Python installation may live
     # under /tmp (a virtual environment on a CI runner), so it is bound on top of the empty /tmp.
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    cmd += ["--ro-bind", "/usr", "/usr"]
+    options += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev",
+                "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
-            cmd += ["--symlink", os.readlink(top), top]
+            options += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
-            cmd += ["--ro-bind", top, top]
+            options += ["--ro-bind", top, top]
     if os.path.exists("/etc/ld.so.cache"):
-        cmd += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        options += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    bound = [Path("/usr")]
     for path in _python_paths(forbidden):
-        cmd += ["--ro-bind", str(path), str(path)]
-    blocker = box / "masked_init.py"
-    for path in _masked_dirs(masked):
-        cmd += ["--tmpfs", str(path), "--ro-bind", str(blocker), str(path / "__init__.py"),
-                "--remount-ro", str(path)]
-    cmd += ["--ro-bind", str(box), "/grade", "--bind", str(out), "/out", "--chdir", "/tmp"]
-    env = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "GRADE_OUT": "/out", "MPLBACKEND": "Agg",
+        options += _ro_bind(path, bound)
+    for path in _masked_dirs(masked) if blocker is not None else []:
+        options += ["--tmpfs", str(path), "--ro-bind", str(blocker), str(path / "__init__.py"),
+                    "--remount-ro", str(path)]
+    return options
+
+
+def bwrap_options(box: Path, masked: tuple[str, ...], forbidden: list[Path], answers_fd: int) -> list[str]:
+    options = _system_options(forbidden, masked, box / "masked_init.py")
+    options += ["--ro-bind", str(box), "/grade", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
+    env = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "GRADE_ANSWERS_FD": str(answers_fd), "MPLBACKEND": "Agg",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8"}
     for key, value in env.items():
-        cmd += ["--setenv", key, value]
-    return cmd + ["--", sys.executable, "-s", "-B", "/grade/runner.py"]
+        options += ["--setenv", key, value]
+    return options
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _popen(options: list[str], command: list[str], pass_fds=(), **kwargs) -> subprocess.Popen:
+    """bwrap with `options` read from a file descriptor and the seccomp filter, running
+    `command` as the unprivileged user; a bare environment for bwrap itself."""
+    args = _memfd("bwrap-args", b"".join(o.encode() + b"\0" for o in options))
+    rules = _memfd("bwrap-seccomp", seccomp.program())
+    try:
+        return subprocess.Popen(["bwrap", "--args", str(args), "--seccomp", str(rules), "--", *_identity()[1],
+                                 *command], pass_fds=(args, rules, *pass_fds), env={"PATH": "/usr/bin:/bin"},
+                                stdin=subprocess.DEVNULL, start_new_session=True, **kwargs)
+    finally:
+        os.close(args)
+        os.close(rules)
 
 
 def check_bwrap() -> None:
-    """Raise SandboxUnavailable, saying how to fix it, unless bubblewrap works here."""
+    """Raise SandboxUnavailable, saying how to fix it, unless a sandbox starts here, runs
+    Python as a user other than root, and refuses a system call of the filter."""
+    if seccomp.machine() not in seccomp.ARCHES:
+        raise SandboxUnavailable(f"the sandbox's system-call filter knows {', '.join(seccomp.ARCHES)}, "
+                                 f"not {seccomp.machine()}")
     if shutil.which("bwrap") is None:
         raise SandboxUnavailable("grading needs bubblewrap: `apt-get install -y bubblewrap` (Debian/Ubuntu)")
-    probe = subprocess.run(["bwrap", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                            "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
+    if _as_root() and shutil.which("setpriv") is None:
+        raise SandboxUnavailable("grading as root needs setpriv to leave root: `apt-get install -y util-linux`")
+    probe = ("import os, sys\n"
+             "try:\n    pid = os.fork()\nexcept OSError:\n    sys.exit(3 if os.getuid() == 0 else 0)\n"
+             "if pid == 0:\n    os._exit(0)\nsys.exit(4)\n")
+    proc = _popen(_system_options([], (), None) + ["--remount-ro", "/"], [sys.executable, "-s", "-c", probe],
+                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.communicate()[0].decode("utf-8", "replace").strip()
+    if proc.returncode != 0:
+        why = {3: "Python ran as root", 4: "the system-call filter did not hold"}.get(proc.returncode, out[-500:])
         raise SandboxUnavailable(
-            f"bubblewrap cannot create its namespaces here ({probe.stderr.strip()}). Unprivileged user "
-            f"namespaces must be allowed; on Ubuntu 24.04: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`")
+            f"bubblewrap cannot start the sandbox here ({why}). Bubblewrap must be able to create its "
+            f"namespaces: as root, with the capabilities a container may withhold (CAP_SYS_ADMIN); as "
+            f"another user, unprivileged user namespaces must be allowed (on Ubuntu 24.04: "
+            f"`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)")
 
 
 def _limits(memory_bytes: int, cpu_seconds: int):
     def apply():
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))  # SIGXCPU, then SIGKILL
-        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return apply
 
@@ -188,44 +276,82 @@ def _limits(memory_bytes: int, cpu_seconds: int):
 CPU_KILLED = (128 + signal.SIGXCPU, -signal.SIGXCPU)     # bwrap reports a signalled child as 128 + sig
 
 
-def run(box: Path, out: Path, *, masked, forbidden, cpu_seconds: int, memory_mb: int) -> RunResult:
-    """Run /grade/runner.py in the sandbox, limited to `cpu_seconds` of CPU time (and twice
-    that plus 10 s of wall-clock time, after which everything in it is killed)."""
-    log_path = box.parent / "log.txt"
-    cmd = bwrap_command(box, out, tuple(masked), forbidden)
-    start = time.perf_counter()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_limits(memory_mb << 20, cpu_seconds))
+def wall_seconds(cpu_seconds: int) -> int:
+    """The wall-clock limit that goes with a CPU limit: room for a busy machine, not for sleep."""
+    return 2 * cpu_seconds + 10
+
+
+def run(box: Path, *, masked, forbidden, cpu_seconds: int, memory_mb: int) -> RunResult:
+    """Run the runner in the sandbox, limited to `cpu_seconds` of CPU time and wall_seconds()
+    of wall-clock time, after which everything in it is killed; read its two pipes."""
+    answers_r, answers_w = os.pipe()
+    log_r, log_w = os.pipe()
+    start = time.monotonic()
+    deadline = start + wall_seconds(cpu_seconds)
+    try:
+        proc = _popen(bwrap_options(box, tuple(masked), forbidden, answers_w),
+                      [sys.executable, "-s", "-B", RUNNER], pass_fds=(answers_w,), stdout=log_w,
+                      stderr=log_w, preexec_fn=_limits(memory_mb << 20, cpu_seconds))
+    finally:
+        os.close(answers_w)
+        os.close(log_w)
+    try:
+        answers, log, limit = _read_pipes(answers_r, log_r, deadline)
+    finally:
+        os.close(answers_r)
+        os.close(log_r)
+    if limit is None:
         try:
-            code = proc.wait(timeout=2 * cpu_seconds + 10)
-            timed_out = code in CPU_KILLED
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)              # bwrap and, with it, its pid namespace
-            proc.wait()
-            code, timed_out = None, True
-    seconds = time.perf_counter() - start
-    with open(log_path, "rb") as log:
-        log.seek(max(0, log_path.stat().st_size - 2000))
-        tail = log.read().decode("utf-8", "replace")
-    return RunResult(code, timed_out, seconds, tail)
+            limit = "wall"
+    if limit is not None:
+        os.killpg(proc.pid, signal.SIGKILL)                  # bwrap and, with it, its pid namespace
+        proc.wait()
+    elif proc.returncode in CPU_KILLED:
+        limit = "cpu"
+    code = None if limit in ("wall", "output") else proc.returncode
+    return RunResult(code, limit, time.monotonic() - start, bytes(answers),
+                     log.decode("utf-8", "replace"))
 
 
-def make_box(code: str, job: dict, arrays: dict, blocked) -> Path:
-    """A fresh temporary folder holding what /grade will show: runner, job, inputs, code, lib."""
-    import json
+def _read_pipes(answers_r: int, log_r: int, deadline: float) -> tuple[bytearray, bytearray, str | None]:
+    """Read both pipes until they close: all of the answers (up to MAX_ANSWER_BYTES), the last
+    LOG_TAIL_BYTES of the log. Returns them and "wall" or "output" if a limit stopped the reading."""
+    answers, log = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(answers_r, selectors.EVENT_READ)
+        selector.register(log_r, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return answers, log, "wall"
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                elif key.fd == answers_r:
+                    answers += chunk
+                    if len(answers) > MAX_ANSWER_BYTES:
+                        return answers[:MAX_ANSWER_BYTES], log, "output"
+                else:
+                    log = (log + chunk)[-LOG_TAIL_BYTES:]
+    return answers, log, None
 
-    import numpy as np
 
-    root = Path(tempfile.mkdtemp(prefix="grade-"))
+def make_box(root: Path, code: str, job: dict, blocked) -> Path:
+    """root/box, holding what /grade will show: runner, job, code, lib. Readable by everyone
+    (the sandbox's user is not the grader's), inside `root`, which stays the grader's alone."""
     box = root / "box"
-    (root / "out").mkdir()
     box.mkdir()
     shutil.copy(Path(__file__).with_name("runner.py"), box / "runner.py")
-    (box / "job.json").write_text(json.dumps(job))
-    np.savez(box / "inputs.npz", **arrays)
+    (box / "job.json").write_text(json.dumps(job), encoding="utf-8")
     (box / "student.py").write_text(code, encoding="utf-8")
     (box / "masked_init.py").write_text(
         "raise ImportError('this package is unavailable while grading: graded cells use numpy, math and lib')\n")
     copy_lib(box, tuple(blocked))
+    for folder, dirs, files in os.walk(box):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
     return box

@@ -2,7 +2,7 @@
 
 A hidden test module (in `solutions/hidden_tests/`, never shipped to students) defines
 
-    EXERCISE = Exercise(id="ex1", title=..., functions=(...), blocked=(...))
+    EXERCISE = Exercise(id="ex1", title=..., notebook="01_gelu", functions=(...), blocked=(...))
     def tests() -> list[Test]: ...
     REFERENCE = {name: implementation}   # the grader's own answers, used by the checks
 
@@ -11,11 +11,15 @@ JSON scalars and lists, and three markers the sandbox turns into objects there: 
 (a GPTConfig), `Model` (a numpy-twin GPT with seeded weights) and `Rng` (a numpy Generator).
 The student's return value comes back the same way and `Test.check` judges it here, in the
 grader's process, where the student's code never ran.
+
+A check returns a `Verdict`: whether the answer passes, a message for the student and a detail
+for the instructor. The message never holds an expected value (a student who read them could
+build a table of answers in two rounds); the detail may.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -44,7 +48,9 @@ class Rng:
 
 @dataclass(frozen=True)
 class Exercise:
-    """id: the tag suffix of the graded cells (`graded:<id>`). functions: the names the graded
+    """id: the tag suffix of the graded cells (`graded:<id>`). title: its name in reports.
+    notebook: the name of the notebook it is handed in as (without .ipynb); a handed-in file is
+    graded on the exercise whose notebook name its own name contains. functions: the names the graded
     cells must define. blocked: lib names that answer the exercise, stubbed in the sandbox's copy
     of lib ("module:name", "module:Class.method", or "module:*" for every def and class).
     masked: installed packages hidden from the sandbox. groups: CPU seconds allowed per group of
@@ -52,6 +58,7 @@ class Exercise:
     id: str
     title: str
     functions: tuple[str, ...]
+    notebook: str = ""
     blocked: tuple[str, ...] = ()
     masked: tuple[str, ...] = DEFAULT_MASKED
     groups: dict = field(default_factory=lambda: {"main": 60.0})
@@ -61,8 +68,10 @@ class Exercise:
 class Test:
     """One graded question: call `function` (a name the graded cells define) with `args`
     through `driver` (see grader/runner.py) and judge the returned value with `check`,
-    which returns (passed, message). `expect_error` names the exception class the call must
-    raise instead (then `check` is not used)."""
+    which returns a Verdict (or a pair: passed, message). `expect_error` names the exception
+    class the call must raise instead (then `check` is not used). An `edge` test (an error
+    check, an empty input, a value that a trivial answer also gets right) earns its points only
+    when every test of the same function that is not an edge test passes."""
     __test__ = False                                 # not a pytest test class, despite its name
     name: str
     function: str
@@ -73,6 +82,13 @@ class Test:
     group: str = "main"
     driver: str = "call"
     expect_error: str | None = None
+    edge: bool = False
+
+
+class Verdict(NamedTuple):
+    passed: bool
+    message: str                   # for the student: what is wrong, never the expected value
+    detail: str = ""               # for the instructor: the expected value, where it helps
 
 
 # ---- checks ------------------------------------------------------------------------------------
@@ -94,7 +110,8 @@ def close(expected, rtol, atol, dtype=None, match_nan=False):
         got64, want = got.astype(np.float64), expected.astype(np.float64)
         if match_nan and (np.isnan(got64) != np.isnan(want)).any():
             i = np.flatnonzero(np.isnan(got64) != np.isnan(want))[0]
-            return False, f"NaN where a number is expected, or the reverse (first at flat index {i}: got {got64.flat[i]!r})"
+            return Verdict(False, f"NaN where a number is expected, or the reverse (first at flat index {i}: "
+                                  f"got {got64.flat[i]!r})", f"expected {want.flat[i]!r}")
         bad_nan = np.isfinite(want) & ~np.isfinite(got64)
         if bad_nan.any():
             i = np.flatnonzero(bad_nan)[0]
@@ -103,9 +120,10 @@ def close(expected, rtol, atol, dtype=None, match_nan=False):
         bad = ~(err <= atol + rtol * np.abs(want)) & np.isfinite(want)
         if bad.any():
             i = np.argmax(np.where(bad, err, -1))
-            return False, (f"{int(bad.sum())} of {want.size} values off; worst at flat index {i}: "
-                           f"got {got64.flat[i]!r}, expected {want.flat[i]!r} (tolerance {atol} + {rtol}*|expected|)")
-        return True, f"max abs error {np.nanmax(err) if np.isfinite(err).any() else 0:.3g}"
+            return Verdict(False, f"{int(bad.sum())} of {want.size} values off; worst at flat index {i}: "
+                                  f"got {got64.flat[i]!r} (tolerance {atol} + {rtol}*|expected|)",
+                           f"expected {want.flat[i]!r}")
+        return Verdict(True, f"max abs error {np.nanmax(err) if np.isfinite(err).any() else 0:.3g}")
     return check
 
 
@@ -120,11 +138,12 @@ def equal(expected):
             diff = np.argwhere(got != expected)
             if len(diff):
                 at = tuple(int(i) for i in diff[0])
-                return False, f"{len(diff)} entries differ; first at {at}: got {got[at]}, expected {expected[at]}"
-            return True, "exact"
+                return Verdict(False, f"{len(diff)} entries differ; first at {at}: got {got[at]}",
+                               f"expected {expected[at]}")
+            return Verdict(True, "exact")
         if type(got) is not type(expected) or got != expected:
-            return False, f"got {_describe(got)}, expected {expected!r}"
-        return True, "exact"
+            return Verdict(False, f"got {_describe(got)}: not the expected value", f"expected {expected!r}")
+        return Verdict(True, "exact")
     return check
 
 
@@ -143,8 +162,8 @@ def filtered(expected):
             rows = np.argwhere((removed != want_removed).reshape(-1, expected.shape[-1]).any(axis=-1)).ravel()
             kept, want = (~removed).reshape(-1, expected.shape[-1]), (~want_removed).reshape(-1, expected.shape[-1])
             r = rows[0]
-            return False, (f"{len(rows)} row(s) keep the wrong tokens; row {r} keeps {int(kept[r].sum())} "
-                           f"token(s), expected {int(want[r].sum())}")
+            return Verdict(False, f"{len(rows)} row(s) keep the wrong tokens; row {r} keeps {int(kept[r].sum())} "
+                                  f"token(s)", f"expected {int(want[r].sum())} in row {r}")
         if not np.array_equal(got[~want_removed], expected[~want_removed]):
             return False, "kept logits were changed; a filter must return them as they were"
         return True, f"keeps {int((~want_removed).sum())} of {expected.size}"
@@ -176,8 +195,8 @@ def frequencies(probs, sigmas=5.0):
             z = np.where(sd > 0, np.abs(counts - n * p) / np.where(sd > 0, sd, 1), 0)
             if (z > sigmas).any():
                 j = int(np.argmax(z))
-                return False, (f"token {j} drawn {counts[j]} times in {n}, expected {n * p[j]:.1f} "
-                               f"+- {sd[j]:.1f} ({z[j]:.1f} sigma)")
+                return Verdict(False, f"token {j} drawn {counts[j]} times in {n}: {z[j]:.1f} standard deviations "
+                                      f"from what its probability gives", f"expected {n * p[j]:.1f} +- {sd[j]:.1f}")
         return True, "frequencies within 5 sigma"
     return check
 
@@ -190,8 +209,8 @@ def integer(expected: int):
         if not isinstance(got, int) or isinstance(got, bool):
             return False, f"expected an int, got {_describe(got)}"
         if got != expected:
-            return False, f"got {got:,}, expected {expected:,} (off by {got - expected:+,})"
-        return True, "exact"
+            return Verdict(False, f"got {got:,}: not the right count", f"expected {expected:,} (off by {got - expected:+,})")
+        return Verdict(True, "exact")
     return check
 
 

@@ -1,14 +1,17 @@
 """The grader (grader/): solutions score full marks, untouched exercises 0, plausible wrong
-answers lose points, tampering scores nothing for the exercise it targets, and the sandbox hides
-what it must (solutions, hidden tests, the grader, lib's answers, the network).
+answers lose points, trivial answers and tampering score (almost) nothing, the sandbox hides
+what it must (solutions, hidden tests, the grader, lib's answers, the network, the host), and
+nothing a notebook or the sandbox hands back can crash, hang or fool the grader.
 
 Needs bubblewrap (`apt-get install -y bubblewrap`); without it these tests fail and say so.
-Gradings are independent sandboxes, so they run two at a time. The tampering fixtures run with a
-CPU cap of 3 s (`timeout=3`): enough for every fixture that stops early, and the endless loops
-end there.
+Gradings run one after another. The tampering fixtures run with a CPU cap of 3 s (`timeout=3`):
+enough for every fixture that stops early, and the endless loops end there.
 """
+import errno
 import importlib.util
 import json
+import os
+import re
 import shutil
 import site
 import subprocess
@@ -20,10 +23,13 @@ import nbformat
 import numpy as np
 import pytest
 
-from grader import DEFAULT_TESTS, grade_notebook, load_hidden_tests
-from grader.runner import DRIVERS, make_object
-from grader.sandbox import LIB_DIR, _blocked_source, check_bwrap, copy_lib
-from grader.spec import Config, Exercise, Model, Rng, Test
+from grader import (DEFAULT_TESTS, _gate, grade_notebook, grade_submission, load_hidden_tests, max_score,
+                    read_answers)
+from grader import sandbox, seccomp
+from grader.__main__ import main, report as text_report
+from grader.runner import DRIVERS, encode, make_object
+from grader.sandbox import LIB_DIR, SandboxUnavailable, _blocked_source, check_bwrap, copy_lib
+from grader.spec import Config, Exercise, Model, Rng, Test, Verdict, close, equal, filtered, frequencies, integer
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {"ex1": "01_gelu", "ex2": "02_deeper", "ex3": "03_kv_cache", "ex4": "04_top_k_top_p",
@@ -41,6 +47,7 @@ def _load(path):
 
 wrong = _load(ROOT / "solutions" / "fixtures" / "wrong.py")
 tamper = _load(ROOT / "solutions" / "fixtures" / "tamper.py")
+trivial = _load(ROOT / "solutions" / "fixtures" / "trivial.py")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,7 +68,8 @@ def graded_cell(path, exercise):
 
 
 def notebook_with(exercise, code, path):
-    """The student's notebook for `exercise` with its graded cell replaced by `code`."""
+    """The student's notebook for `exercise` with its graded cell replaced by `code` (name the
+    file after the exercise's notebook, since that is how the grader knows the exercise)."""
     nb = nbformat.read(ROOT / "exercises" / f"{NOTEBOOKS[exercise]}.ipynb", as_version=4)
     for cell in nb.cells:
         if f"graded:{exercise}" in cell.metadata.get("tags", []):
@@ -77,9 +85,8 @@ def grade_many(paths, hidden, **options):
 
 
 def only_exercise(result):
-    assert result.error is None, result.error
-    assert len(result.exercises) == 1, result
-    return result.exercises[0]
+    assert result.error is None and result.exercise is not None, result.error
+    return result.exercise
 
 
 def report(ex):
@@ -110,7 +117,7 @@ def wrong_results(hidden, tmp_path_factory):
     paths = []
     for w in wrong.WRONG:
         solution = graded_cell(ROOT / "solutions" / f"{NOTEBOOKS[w.exercise]}.ipynb", w.exercise)
-        paths.append(notebook_with(w.exercise, wrong.apply(solution, w), folder / f"{w.exercise}_{w.name}.ipynb"))
+        paths.append(notebook_with(w.exercise, wrong.apply(solution, w), folder / f"{NOTEBOOKS[w.exercise]}_{w.name}.ipynb"))
     return dict(zip([(w.exercise, w.name) for w in wrong.WRONG], grade_many(paths, hidden)))
 
 
@@ -142,8 +149,9 @@ REFERENCE_CASES = list(tamper.IMPORT_REFERENCE)
 @pytest.fixture(scope="module")
 def tamper_results(hidden, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tamper")
-    paths = [notebook_with(ex, tamper_code(t, ex, hidden), folder / f"{ex}_{t.name}.ipynb") for t, ex in TAMPER_CASES]
-    paths += [notebook_with(ex, tamper.IMPORT_REFERENCE[ex], folder / f"{ex}_import_reference.ipynb")
+    paths = [notebook_with(ex, tamper_code(t, ex, hidden), folder / f"{NOTEBOOKS[ex]}_{t.name}.ipynb")
+             for t, ex in TAMPER_CASES]
+    paths += [notebook_with(ex, tamper.IMPORT_REFERENCE[ex], folder / f"{NOTEBOOKS[ex]}_import_reference.ipynb")
               for ex in REFERENCE_CASES]
     results = grade_many(paths, hidden, timeout=TAMPER_CPU_CAP)
     keys = [(t.name, ex) for t, ex in TAMPER_CASES] + [("import_reference", ex) for ex in REFERENCE_CASES]
@@ -181,6 +189,25 @@ def score_outside_sandbox(code, module):
             continue
         passed += test.check is not None and test.check(value)[0]
     return passed
+
+
+def verdicts_outside_sandbox(code, module):
+    """Like score_outside_sandbox, per test (those of other groups fail), before gating."""
+    namespace = {"__name__": "__graded__"}
+    exec(compile(code, "<trivial>", "exec"), namespace)
+    verdicts = []
+    for test in module.tests():
+        if test.group != "main":
+            verdicts.append(Verdict(False, "not run here"))
+            continue
+        try:
+            value = DRIVERS[test.driver](namespace[test.function], [_build(a) for a in test.args],
+                                        {k: _build(v) for k, v in test.kwargs.items()})
+        except Exception as exc:                              # noqa: BLE001
+            verdicts.append(Verdict(test.expect_error == type(exc).__name__, "raised"))
+            continue
+        verdicts.append(Verdict(False, "no error") if test.expect_error else Verdict(*test.check(value)))
+    return verdicts
 
 
 def _build(value):
@@ -242,48 +269,178 @@ def probe(paths):
 '''
 
 
-def test_sandbox_hides_solutions_hidden_tests_and_lib(tmp_path):
+def probe_exercise(tmp_path, code, args, check=None, **exercise):
+    """A hidden-test folder with one exercise, 'probe', whose one test calls probe(*args) in
+    the sandbox; returns (hidden tests, the values the probe returned, a notebook holding `code`)."""
     tests_dir = tmp_path / "hidden"
     tests_dir.mkdir()
     (tests_dir / "probe.py").write_text(
         "from grader.spec import Exercise, Test\n"
-        "EXERCISE = Exercise(id='probe', title='probe', functions=('probe',),\n"
-        "                    blocked=('lib.numpy_twin.model:gelu',))\n"
+        f"EXERCISE = Exercise(id='probe', title='probe', functions=('probe',), **{exercise!r})\n"
         "SEEN = []\n"
         "def tests():\n"
-        "    return [Test('probe', 'probe', (PATHS,), lambda v: (SEEN.append(v) or True, ''))]\n")
-    secret = [str(ROOT / "solutions" / "hidden_tests" / "ex1_gelu.py"), str(ROOT / "solutions" / "01_gelu.ipynb"),
-              str(ROOT / "lib" / "numpy_twin" / "model.py"), str(ROOT / "grader" / "spec.py"),
-              str(tests_dir / "probe.py"), "/root/.bashrc",
-              str(Path.home() / ".cache" / "gpt2-course"), "/etc/passwd"]
+        "    return [Test('probe', 'probe', ARGS, lambda v: (SEEN.append(v) or True, ''))]\n")
     hidden = load_hidden_tests(tests_dir)
-    hidden["probe"].PATHS = secret
+    hidden["probe"].ARGS = args
     nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(PROBE)
+    cell = nbformat.v4.new_code_cell(code)
     cell.metadata.tags = ["graded:probe"]
     nb.cells = [cell]
     nbformat.write(nb, tmp_path / "probe.ipynb")
-    ex = only_exercise(grade_notebook(tmp_path / "probe.ipynb", tests_dir=tests_dir, hidden=hidden))
+    return tests_dir, hidden, tmp_path / "probe.ipynb"
+
+
+def test_sandbox_hides_solutions_hidden_tests_and_lib(tmp_path):
+    secret = [str(ROOT / "solutions" / "hidden_tests" / "ex1_gelu.py"), str(ROOT / "solutions" / "01_gelu.ipynb"),
+              str(ROOT / "lib" / "numpy_twin" / "model.py"), str(ROOT / "grader" / "spec.py"),
+              str(tmp_path / "hidden" / "probe.py"), "/root/.bashrc",
+              str(Path.home() / ".cache" / "gpt2-course"), "/etc/passwd"]
+    tests_dir, hidden, notebook = probe_exercise(tmp_path, PROBE, (secret,), blocked=("lib.numpy_twin.model:gelu",))
+    ex = only_exercise(grade_notebook(notebook, "probe", tests_dir=tests_dir, hidden=hidden))
     assert ex.status == "graded", report(ex)
     found = hidden["probe"].SEEN[0]
     for path in secret:
         assert found[path] in ("FileNotFoundError", "PermissionError"), (path, found[path])
-    assert found["uid"] == 65534 and found["lib"] == "/grade/lib/__init__.py", found
+    assert found["uid"] != 0 and found["lib"] == "/grade/lib/__init__.py", found
     assert "REFERENCE UNAVAILABLE" in found["gelu"], found
     assert found["torch"] == "ImportError" and found["network"] != "connected", found
 
 
+HOST_PROBE = """
+import ctypes, errno, os, threading
+
+
+def _errno(action):
+    try:
+        action()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+
+def _fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _fill_tmp():
+    with open("/tmp/fill", "wb") as f:
+        for _ in range(200):                                 # 200 MiB, more than /tmp may hold
+            f.write(b"x" * (1 << 20))
+            f.flush()
+
+
+def probe(syscalls, secret):
+    found = {}
+    inside, outside, _ = map(int, open("/proc/self/uid_map").read().split()[:3])
+    found["host uid"] = outside + os.getuid() - inside
+    found["capabilities"] = [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")][0]
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/stat_interval"):
+        found[path] = _errno(lambda: os.close(os.open(path, os.O_WRONLY)))   # opened, never written
+    texts = {"environ": [], "cmdline": []}
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+        for name, into in texts.items():
+            try:
+                with open(f"/proc/{pid}/{name}", "rb") as f:
+                    into.append(f.read().decode("utf-8", "replace"))
+            except OSError:
+                pass
+    found["grader environment seen"] = any(secret in text for text in texts["environ"])
+    found["host folders seen"] = [text for text in texts["cmdline"] if "/grade-" in text]
+    libc = ctypes.CDLL(None, use_errno=True)
+    calls = {"ptrace": (3, os.getpid(), 0, 0), "process_vm_readv": (os.getpid(), 0, 0, 0, 0, 0),
+             "keyctl": (0, -3, 0), "bpf": (5, 0, 0), "perf_event_open": (0, 0, -1, -1, 0), "unshare": (0,),
+             "setns": (-1, 0), "mount": (0, 0, 0, 0, 0), "io_uring_setup": (0, 0), "clone3": (0, 0)}
+    for name, args in calls.items():
+        ctypes.set_errno(0)
+        done = libc.syscall(ctypes.c_long(syscalls[name]), *map(ctypes.c_long, args))
+        found[name] = errno.errorcode.get(ctypes.get_errno(), "?") if done == -1 else "ok"
+    found["fork"] = _errno(_fork)
+    try:
+        threading.Thread(target=lambda: None).start()
+        found["thread"] = "started"
+    except RuntimeError:
+        found["thread"] = "refused"
+    found["fill /tmp"] = _errno(_fill_tmp)
+    found["/tmp holds"] = os.path.getsize("/tmp/fill")
+    for folder in ("/", "/dev", "/grade"):
+        found["write in " + folder] = _errno(lambda: open(os.path.join(folder, "new"), "wb").close())
+    return found
+"""
+
+
+@pytest.fixture(scope="module")
+def host_probe(tmp_path_factory):
+    """What a graded cell can do to the host: one sandbox, many attempts."""
+    tmp_path = tmp_path_factory.mktemp("host")
+    secret = "GRADER_SECRET_FOR_THE_PROBE"
+    numbers = {name: nr for name, (nr, _) in seccomp.numbers(seccomp.machine()).items()}
+    tests_dir, hidden, notebook = probe_exercise(tmp_path, HOST_PROBE, (numbers, secret))
+    os.environ[secret] = "1"
+    try:
+        ex = only_exercise(grade_notebook(notebook, "probe", tests_dir=tests_dir, hidden=hidden, timeout=20))
+    finally:
+        del os.environ[secret]
+    assert ex.status == "graded", report(ex)
+    return hidden["probe"].SEEN[0]
+
+
+def test_sandbox_is_never_host_root(host_probe):
+    assert host_probe["host uid"] != 0 and host_probe["capabilities"] == "0000000000000000", host_probe
+    if os.geteuid() == 0:
+        assert host_probe["host uid"] == sandbox.SANDBOX_UID, host_probe
+
+
+def test_sandbox_cannot_change_kernel_settings_or_read_the_grader(host_probe):
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/vm/stat_interval"):
+        assert host_probe[path] in ("EACCES", "EROFS", "EPERM"), (path, host_probe)
+    assert not host_probe["grader environment seen"], host_probe
+    assert not host_probe["host folders seen"], host_probe
+
+
+def test_system_calls_a_graded_cell_has_no_use_for_are_refused(host_probe):
+    for name in ("ptrace", "process_vm_readv", "keyctl", "bpf", "perf_event_open", "unshare", "setns", "mount",
+                 "io_uring_setup", "fork"):
+        assert host_probe[name] == "EPERM", (name, host_probe)
+    assert host_probe["clone3"] == "ENOSYS" and host_probe["thread"] == "refused", host_probe
+
+
+def test_sandbox_is_one_process_with_a_bounded_disk(host_probe):
+    assert host_probe["fork"] == "EPERM" and host_probe["thread"] == "refused", host_probe
+    assert host_probe["fill /tmp"] == "ENOSPC" and host_probe["/tmp holds"] <= sandbox.TMP_BYTES, host_probe
+    for folder in ("/", "/dev", "/grade"):
+        assert host_probe["write in " + folder] in ("EROFS", "EACCES"), (folder, host_probe)
+
+
+def test_filter_numbers_match_the_kernel_headers():
+    headers = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+               "aarch64": Path("/usr/include/asm-generic/unistd.h")}
+    checked = 0
+    for arch, header in headers.items():
+        if not header.exists():
+            continue
+        known = {name: int(nr) for name, nr in re.findall(r"#define __NR_(\w+)\s+(\d+)\b", header.read_text())}
+        for name, (nr, _) in seccomp.numbers(arch).items():
+            assert known.get(name) == nr, (arch, name, nr, known.get(name))
+            checked += 1
+    if not checked:
+        pytest.skip("no kernel headers installed (linux-libc-dev) to compare the filter's numbers with")
+
+
 def test_memory_limit_and_crash_leave_other_exercises_graded(tmp_path, hidden):
-    nb = nbformat.read(ROOT / "solutions" / "02_deeper.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "exercises" / "01_gelu.ipynb", as_version=4)
     bomb = nbformat.v4.new_code_cell("import numpy as np\nhog = np.ones(10**9)  # 8 GB, over the 1 GB limit\n")
     bomb.metadata.tags = ["graded:ex1"]
     nb.cells.append(bomb)
-    nbformat.write(nb, tmp_path / "two.ipynb")
-    result = grade_notebook(tmp_path / "two.ipynb", hidden=hidden, memory_mb=1024)
-    by_id = {ex.exercise: ex for ex in result.exercises}
-    assert by_id["ex1"].score == 0 and by_id["ex1"].status == "load-error", report(by_id["ex1"])
-    assert "MemoryError" in by_id["ex1"].message
-    assert by_id["ex2"].score == by_id["ex2"].max_score, report(by_id["ex2"])
+    nbformat.write(nb, tmp_path / "01_gelu.ipynb")
+    shutil.copy(ROOT / "solutions" / "02_deeper.ipynb", tmp_path / "02_deeper.ipynb")
+    result = grade_submission([tmp_path / "01_gelu.ipynb", tmp_path / "02_deeper.ipynb"], hidden=hidden, memory_mb=1024)
+    ex1, ex2 = (only_exercise(nb) for nb in result.notebooks)
+    assert ex1.score == 0 and ex1.status == "load-error", report(ex1)
+    assert "MemoryError" in ex1.message
+    assert ex2.score == ex2.max_score and result.score == ex2.max_score, report(ex2)
 
 
 def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
@@ -291,7 +448,7 @@ def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
     for cell in nb.cells:
         cell.metadata.pop("tags", None)
     nbformat.write(nb, tmp_path / "untagged.ipynb")
-    ex = only_exercise(grade_notebook(tmp_path / "untagged.ipynb", hidden=hidden))
+    ex = only_exercise(grade_notebook(tmp_path / "untagged.ipynb", "ex1", hidden=hidden))
     assert ex.status == "no-graded-cells" and ex.score == 0 and ex.max_score > 0
 
 
@@ -309,19 +466,23 @@ def test_blocking_a_name_lib_does_not_have_is_an_error():
     assert "tanh" not in stubbed and "REFERENCE UNAVAILABLE" in stubbed
 
 
-def test_command_line_json_and_exit_codes(tmp_path):
+def test_command_line_json_and_exit_codes(tmp_path, hidden):
     run = subprocess.run([sys.executable, "-m", "grader", "--json", "solutions/02_deeper.ipynb",
-                          "exercises/02_deeper.ipynb"], cwd=ROOT, capture_output=True, text=True)
+                          "exercises/01_gelu.ipynb"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
-    scores = [nb["exercises"][0]["score"] for nb in out["notebooks"]]
-    assert scores == [out["max_score"] // 2, 0] and out["score"] == out["max_score"] // 2
+    scores = [nb["exercise"]["score"] for nb in out["notebooks"]]
+    most = max_score(hidden["ex2"])
+    assert scores == [most, 0] and out["score"] == most and out["max_score"] == most + max_score(hidden["ex1"])
     text = subprocess.run([sys.executable, "-m", "grader", "exercises/02_deeper.ipynb"], cwd=ROOT,
                           capture_output=True, text=True)
     assert text.returncode == 0 and "FAIL" in text.stdout and "total: 0/" in text.stdout
     bad = subprocess.run([sys.executable, "-m", "grader", "--tests", str(tmp_path / "none"), "x.ipynb"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+    unnamed = subprocess.run([sys.executable, "-m", "grader", str(tmp_path / "homework.ipynb")],
+                             cwd=ROOT, capture_output=True, text=True)
+    assert unnamed.returncode == 1 and "names no exercise" in unnamed.stdout
 
 
 @pytest.fixture(params=["under /tmp", "under the home folder"])
@@ -367,3 +528,209 @@ def test_references_agree_with_lib(hidden):
     z = np.random.default_rng(0).normal(0, 2, (5, 40))
     for settings in (dict(temperature=0.7, top_k=5), dict(temperature=1.2, top_p=0.8), dict(top_k=3, top_p=0.5)):
         assert np.allclose(hidden["ex4"].probabilities(z, **settings), filtered_probs(z, **settings), atol=1e-12)
+
+
+# ---- what comes back from the sandbox ---------------------------------------------------------------------
+def _line(record) -> bytes:
+    return json.dumps(record).encode() + b"\n"
+
+
+def test_read_answers_takes_only_records_of_the_runner_shape():
+    good = encode(np.arange(3.0))
+    data = b"".join([
+        b"[" * 100_000 + b"]" * 100_000 + b"\n",                      # nested deeper than any parser goes
+        _line([1, 2]), _line({"id": {"a": 1}, "ok": True}), _line({"id": "../../../etc/passwd", "ok": True}),
+        _line({"id": "t000", "ok": "yes"}), b"\xff\xfe not utf-8\n", _line({"id": "t001", "ok": False, "error": 5}),
+        _line({"id": "t002", "ok": True, "value": {"__array__": ["|O", [1], ""]}}),
+        _line({"id": "t003", "ok": True, "value": {"__array__": ["<f8", [10 ** 12], "AAAAAAAAAAA="]}}),
+        _line({"id": "t004", "ok": True, "value": {"__dict__": "x"}}),
+        _line({"id": "t005", "ok": True, "value": {"__config__": {}}}),
+        _line({"id": "t006", "ok": False, "error": {"type": "X\n    PASS", "message": "\x1b[2J" + "m" * 10_000}}),
+        _line({"id": "t007", "ok": True, "value": json.loads("[" * 20 + "1" + "]" * 20)}),
+        _line({"id": "t008", "ok": True, "value": good}), b'{"id": "t009", "ok": true, "val',
+    ])
+    records = read_answers(data, [f"t{i:03d}" for i in range(10)])
+    assert set(records) == {"t001", "t002", "t003", "t004", "t005", "t006", "t007", "t008"}, records
+    assert records["t001"] == {"ok": False, "error": {"type": "", "message": "", "blocked": False}}
+    for bad in ("t002", "t003", "t004", "t005", "t007"):
+        assert records[bad]["error"]["type"] == "BadAnswer", records[bad]
+    error = records["t006"]["error"]
+    assert "\n" not in error["type"] and "\x1b" not in error["message"] and len(error["message"]) < 700, error
+    assert np.array_equal(records["t008"]["value"], np.arange(3.0))
+
+
+FORGERY = r'''
+import json, os
+
+_out = int(os.environ.get("GRADE_ANSWERS_FD", "-1"))
+_junk = [b"[" * 100000 + b"]" * 100000, b'[1, 2]', b'{"id": {"a": 1}, "ok": true}', b'{"id": "t000", "ok": "yes"}',
+         b'{"id": "t001", "ok": true, "value": {"__array__": ["<f8", [1000000000000], "AAAA"]}}',
+         b'{"id": "t002", "ok": false, "error": 5}', b'{"id": "../../etc/passwd", "ok": true, "value": 1}']
+try:
+    os.write(_out, b"\n".join(_junk) + b"\n")
+except OSError:
+    pass
+try:                                     # where answers used to be written, a folder and junk
+    os.makedirs("/out/t000.npz", exist_ok=True)
+    with open("/out/results.jsonl", "ab") as f:
+        f.write(b"\n".join(_junk) + b"\n")
+except OSError:
+    pass
+'''
+
+
+def test_forged_answers_in_the_sandbox_neither_crash_nor_score(tmp_path, hidden):
+    solution = graded_cell(ROOT / "solutions" / "02_deeper.ipynb", "ex2")
+    path = notebook_with("ex2", FORGERY + solution, tmp_path / "02_deeper.ipynb")
+    ex = only_exercise(grade_notebook(path, hidden=hidden))
+    assert ex.status == "graded" and ex.score == ex.max_score, report(ex)
+
+
+def test_answers_beyond_the_limit_stop_the_sandbox(tmp_path, hidden, monkeypatch):
+    monkeypatch.setattr(sandbox, "MAX_ANSWER_BYTES", 1 << 20)
+    flood = "import os\nos.write(int(os.environ['GRADE_ANSWERS_FD']), b'x' * (4 << 20))\n"
+    path = notebook_with("ex2", flood + graded_cell(ROOT / "solutions" / "02_deeper.ipynb", "ex2"),
+                         tmp_path / "02_deeper.ipynb")
+    ex = only_exercise(grade_notebook(path, hidden=hidden))
+    assert ex.score == 0 and ex.status == "crashed" and "exceeded 1 MiB" in ex.message, report(ex)
+
+
+# ---- notebooks of every shape ------------------------------------------------------------------------------
+def _malformed(folder: Path) -> dict:
+    """{name: path} of notebooks no student should hand in, each named for exercise 1."""
+    solution = json.loads((ROOT / "solutions" / "01_gelu.ipynb").read_text())
+    graded = next(i for i, c in enumerate(solution["cells"]) if "graded:ex1" in c["metadata"].get("tags", []))
+
+    def variant(name, change):
+        nb = json.loads(json.dumps(solution))
+        change(nb, nb["cells"][graded])
+        path = folder / f"01_gelu_{name}.ipynb"
+        path.write_text(json.dumps(nb))
+        return path
+    paths = {
+        "number_tag": variant("number_tag", lambda nb, c: c["metadata"].update(tags=[5, None, {"a": 1}])),
+        "tags_text": variant("tags_text", lambda nb, c: c["metadata"].update(tags="graded:ex1")),
+        "exercise_list": variant("exercise_list", lambda nb, c: nb["metadata"].update(grading={"exercise": ["ex1"]})),
+        "no_cell_type": variant("no_cell_type", lambda nb, c: c.pop("cell_type")),
+        "cell_not_dict": variant("cell_not_dict", lambda nb, c: nb["cells"].insert(0, 7)),
+        "source_number": variant("source_number", lambda nb, c: c.update(source=12)),
+        "surrogate_code": variant("surrogate_code", lambda nb, c: c.update(source="x = '\ud800'\n")),
+        "surrogate_tag": variant("surrogate_tag", lambda nb, c: c["metadata"].update(tags=["graded:ex1\ud800"])),
+    }
+    (folder / "01_gelu_not_json.ipynb").write_text("[" * 100_000)
+    (folder / "01_gelu_folder.ipynb").mkdir()
+    os.mkfifo(folder / "01_gelu_fifo.ipynb")
+    (folder / "01_gelu_link.ipynb").symlink_to("/etc/passwd")
+    for name in ("not_json", "folder", "fifo", "link"):
+        paths[name] = folder / f"01_gelu_{name}.ipynb"
+    return paths
+
+
+def test_malformed_notebooks_are_their_own_errors(tmp_path, hidden, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))        # where the grader's folders would stay
+    paths = _malformed(tmp_path)
+    results = {name: grade_notebook(path, "ex1", hidden=hidden) for name, path in paths.items()}
+    for name in ("surrogate_code", "source_number", "not_json", "folder", "fifo", "link"):
+        assert results[name].error and results[name].exercise is None, (name, results[name])
+    assert "root:" not in results["link"].error                 # nothing of the linked file shows
+    for name in ("number_tag", "tags_text", "no_cell_type", "surrogate_tag"):
+        ex = only_exercise(results[name])
+        assert ex.status == "no-graded-cells" and ex.score == 0, (name, report(ex))
+    for name in ("exercise_list", "cell_not_dict"):
+        ex = only_exercise(results[name])
+        assert ex.score == ex.max_score, (name, report(ex))
+    assert list(scratch.iterdir()) == []
+
+
+def test_the_assignment_decides_the_exercise_and_the_maximum(tmp_path, hidden):
+    nb = nbformat.read(ROOT / "solutions" / "01_gelu.ipynb", as_version=4)
+    nb.metadata.pop("grading", None)
+    for cell in nb.cells:
+        if "graded:ex1" in cell.metadata.get("tags", []):
+            cell.metadata.tags = ["graded:ex1\u200b"]              # an invisible character
+    nbformat.write(nb, tmp_path / "01_gelu.ipynb")
+    retagged = grade_submission([tmp_path / "01_gelu.ipynb"], hidden=hidden)
+    assert retagged.score == 0 and retagged.max_score == max_score(hidden["ex1"]), retagged
+    copies = []
+    for name in "abcde":
+        copies.append(tmp_path / f"01_gelu_{name}.ipynb")
+        shutil.copy(ROOT / "solutions" / "01_gelu.ipynb", copies[-1])
+    five = grade_submission(copies, hidden=hidden)
+    assert five.score == 0 and five.max_score == max_score(hidden["ex1"]), five
+    assert all(nb.exercise.status == "duplicated" for nb in five.notebooks), five
+    missing = grade_submission([tmp_path / "01_gelu.ipynb"], assignment=["ex1", "ex2"], hidden=hidden)
+    assert [ex.exercise for ex in missing.missing] == ["ex2"] and missing.missing[0].status == "missing"
+    assert missing.max_score == max_score(hidden["ex1"]) + max_score(hidden["ex2"]), missing
+    shutil.copy(ROOT / "solutions" / "01_gelu.ipynb", tmp_path / "homework.ipynb")
+    unnamed = grade_submission([tmp_path / "homework.ipynb"], hidden=hidden)
+    assert unnamed.notebooks[0].error and unnamed.score == unnamed.max_score == 0, unnamed
+
+
+# ---- what students are told ----------------------------------------------------------------------------------
+def test_student_messages_hold_no_expected_values(hidden):
+    cases = [(integer(354_823_168), 1_000, ["354,823,168", "354823168"]),
+             (close(np.array([0.25, 0.5]), 1e-9, 1e-9), np.array([0.25, 0.75]), ["0.5"]),
+             (equal(np.array([3, 17])), np.array([3, 4]), ["17"]),
+             (equal(None), 5, ["None"]),
+             (filtered(np.array([1.0, -np.inf, -np.inf, -np.inf])), np.array([1.0, 2.0, 3.0, -np.inf]), ["expected 1"]),
+             (frequencies(np.array([[0.25, 0.75]] * 400)), np.zeros(400, np.int64), ["100.0"]),
+             (hidden["ex5"].as_phases((101, 601)), (5, 7), ["101", "601"])]
+    for check, got, secrets in cases:
+        verdict = Verdict(*check(got))
+        assert not verdict.passed, verdict
+        assert secrets[0] in verdict.detail, (secrets, verdict)   # the instructor's report has it
+        assert not any(secret in verdict.message for secret in secrets), (secrets, verdict)
+    counts = [hidden["ex2"].count_params(config) for config in hidden["ex2"].CONFIGS.values()]
+    for t in hidden["ex2"].tests():                            # test names describe inputs, not answers
+        assert not any(str(n) in t.name.replace(",", "") for n in counts if n >= 10_000), t.name
+    for t in hidden["ex5"].tests():
+        assert "->" not in t.name, t.name
+
+
+def test_trivial_answers_score_at_most_a_tenth(hidden):
+    for exercise, answers in trivial.TRIVIAL.items():
+        module = hidden[exercise]
+        tests = module.tests()
+        for name, code in answers.items():
+            verdicts = _gate(tests, verdicts_outside_sandbox(code, module))
+            score = sum(t.points for t, v in zip(tests, verdicts) if v.passed)
+            assert score <= trivial.MAX_SHARE * max_score(module), (exercise, name, score)
+
+
+def test_trivial_answer_and_forged_report_lines_in_the_sandbox(tmp_path, hidden):
+    nasty = ("\ndef gelu_exact(x):\n    raise ValueError('no\\n    PASS forged (99 pt): ok\\x1b[2J\\u202e')\n")
+    path = notebook_with("ex1", trivial.TRIVIAL["ex1"]["relu"] + nasty, tmp_path / "01_gelu.ipynb")
+    submission = grade_submission([path], hidden=hidden)
+    ex = only_exercise(submission.notebooks[0])
+    assert ex.status == "graded" and ex.score == 0, report(ex)
+    text = text_report(submission)
+    assert "\x1b" not in text and "\u202e" not in text and "\n    PASS forged" not in text, text
+    assert "an edge case counts only once" in text, text
+
+
+# ---- time limits and a broken sandbox ------------------------------------------------------------------------
+def test_sleeping_cells_start_one_sandbox_and_say_wall_clock(tmp_path, hidden, monkeypatch):
+    runs = []
+    real_run = sandbox.run
+    monkeypatch.setattr(sandbox, "run", lambda *a, **k: runs.append(k) or real_run(*a, **k))
+    nb = nbformat.read(ROOT / "exercises" / "03_kv_cache.ipynb", as_version=4)
+    for cell in nb.cells:
+        if "graded:ex3" in cell.metadata.get("tags", []):
+            cell.source = "import time\ntime.sleep(1000)\n" + cell.source
+            nb.cells.insert(nb.cells.index(cell), nbformat.v4.new_code_cell("import time\ntime.sleep(1000)\n",
+                                                                            metadata={"tags": ["graded:ex3"]}))
+            break
+    nbformat.write(nb, tmp_path / "03_kv_cache.ipynb")
+    ex = only_exercise(grade_notebook(tmp_path / "03_kv_cache.ipynb", hidden=hidden, timeout=1))
+    assert len(runs) == 1, runs                                  # the speed group would sleep the same
+    assert ex.status == "timeout" and "wall-clock" in ex.message and "CPU time (" not in ex.message, report(ex)
+
+
+def test_a_sandbox_that_cannot_start_stops_the_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sandbox, "RUNNER", "/grade/no_such_runner.py")
+    with pytest.raises(SandboxUnavailable, match="did not start"):
+        grade_submission([ROOT / "solutions" / "02_deeper.ipynb"])
+    assert main([str(ROOT / "solutions" / "02_deeper.ipynb")]) == 2
+    assert "nothing graded" in capsys.readouterr().err

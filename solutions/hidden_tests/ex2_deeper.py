@@ -4,7 +4,8 @@ Reference: the sum, over every tensor the twins create (lib.config.param_shapes)
 the head is tied to the token embedding, so it adds nothing. Exact integers, no tolerance.
 Configs: the real GPT-2 sizes, the course's small preset, the exercise's 24 layers / 16 heads,
 shapes where one term dominates (huge vocabulary, long context, one layer, width 8), and
-head counts that must not change the count.
+head counts that must not change the count (an edge test: a constant answer gets it right
+whenever it gets GPT-2 Small right). Names describe the config, never the count.
 """
 import math
 
@@ -12,7 +13,7 @@ from lib.config import GPTConfig, param_shapes
 from grader.spec import Config, Exercise, Test, integer
 
 EXERCISE = Exercise(
-    id="ex2", title="Deeper",
+    id="ex2", title="Deeper", notebook="02_deeper",
     functions=("count_params",),
     blocked=("lib.config:param_counts", "lib.config:param_shapes", "lib.numpy_twin.model:GPT.num_params",
              "lib.torch_twin.model:GPT.num_params"),
@@ -26,7 +27,7 @@ def count_params(config):
 REFERENCE = {"count_params": count_params}
 
 CONFIGS = {
-    "GPT-2 Small (124,439,808)": GPTConfig.gpt2(),
+    "GPT-2 Small (12 layers, 12 heads, 768 wide)": GPTConfig.gpt2(),
     "GPT-2 Medium (24 layers, 16 heads, 1024 wide)": GPTConfig.gpt2_medium(),
     "GPT-2 Large (36 layers, 20 heads, 1280 wide)": GPTConfig.gpt2(n_layer=36, n_head=20, n_embd=1280),
     "GPT-2 XL (48 layers, 25 heads, 1600 wide)": GPTConfig.gpt2(n_layer=48, n_head=25, n_embd=1600),
@@ -42,5 +43,5 @@ CONFIGS = {
 
 
 def tests():
-    return [Test(name, "count_params", (Config(cfg.to_dict()),), integer(count_params(cfg)))
+    return [Test(name, "count_params", (Config(cfg.to_dict()),), integer(count_params(cfg)), edge="1 head" in name)
             for name, cfg in CONFIGS.items()]

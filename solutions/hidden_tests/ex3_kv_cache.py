@@ -12,6 +12,8 @@
   when the machine is busy. Measured on a 2-core x86 CPU: 1.3 s with lib's cache (plus ~0.6 s to
   start Python, numpy and the model), 68 s without one (every step reruns the whole sequence);
   the limit sits a factor ~5 above the first and ~7 below the second.
+Edge tests, which a cache that returns what it is given or a generator that returns the prompt
+gets right: the whole context in one prefill, and max_new_tokens = 0.
 """
 import functools
 
@@ -22,7 +24,7 @@ from grader.spec import Config, Exercise, Model, Test, equal
 from lib.numpy_twin import GPT
 
 EXERCISE = Exercise(
-    id="ex3", title="KV cache",
+    id="ex3", title="KV cache", notebook="03_kv_cache",
     functions=("KVCache", "generate_cached"),
     blocked=("lib.numpy_twin.model:KVCache", "lib.numpy_twin.model:GPT.generate",
              "lib.numpy_twin.model:GPT.stream", "lib.numpy_twin.generate:*",
@@ -72,12 +74,12 @@ def arrays_equal(expected, dtype):
     return check
 
 
-def kv_test(name, config, batch, dtype, sizes, seed):
+def kv_test(name, config, batch, dtype, sizes, seed, edge=False):
     rng = np.random.default_rng(seed)
     L, H, D = config["n_layer"], config["n_head"], config["n_embd"] // config["n_head"]
     chunks = [tuple(rng.standard_normal((L, batch, H, t, D)).astype(dtype) for _ in "kv") for t in sizes]
     return Test(name, "KVCache", (Config(config), batch, dtype, chunks), arrays_equal(cache_contents(chunks), dtype),
-                driver="kvcache")
+                driver="kvcache", edge=edge)
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,11 +91,11 @@ def _greedy(config_items, seed, prompt_bytes, shape, n, cached):
     return generate_nocache(model, idx, n)
 
 
-def gen_test(name, config, seed, prompt, n, group="main", points=1, cached=False):
+def gen_test(name, config, seed, prompt, n, group="main", points=1, cached=False, edge=False):
     prompt = np.asarray(prompt, np.int64)
     expected = _greedy(tuple(config.items()), seed, prompt.tobytes(), prompt.shape, n, cached)
     return Test(name, "generate_cached", (Model(config, seed), prompt, n), equal(expected),
-                group=group, points=points)
+                group=group, points=points, edge=edge)
 
 
 def tests():
@@ -104,12 +106,12 @@ def tests():
         kv_test("KVCache: float32 keys stay float32", TINY, 1, "float32", (4, 1, 2), 1),
         kv_test("KVCache: one position at a time until the context (32) is full", TINY, 1, "float64",
                 (1,) * 32, 2),
-        kv_test("KVCache: whole context in one prefill", dict(TINY, n_layer=3), 2, "float64", (32,), 3),
+        kv_test("KVCache: whole context in one prefill", dict(TINY, n_layer=3), 2, "float64", (32,), 3, edge=True),
         gen_test("greedy tokens equal the cache-less generator's (one prompt of 7)", TINY, 0, prompts[:1], 20),
         gen_test("greedy, a batch of 3 prompts", TINY, 1, prompts, 12),
         gen_test("greedy, a prompt of one token", TINY, 2, prompts[:1, :1], 25),
         gen_test("greedy, prompt + new tokens fill the context exactly (7 + 25 = 32)", TINY, 3, prompts[1:2], 25),
-        gen_test("max_new_tokens = 0 returns the prompt", TINY, 4, prompts[2:3], 0),
+        gen_test("max_new_tokens = 0 returns the prompt", TINY, 4, prompts[2:3], 0, edge=True),
         gen_test("speed: 800 tokens within 10 s of CPU time (without a cache: ~70 s)", FAST, 5,
                  np.arange(16)[None] * 7 % 256, 800, group="speed", points=3, cached=True),
     ]

@@ -12,13 +12,16 @@ Filters are compared exactly (they only remove entries). Test logits have no tie
 cut and no cumulative sum within 1e-3 of p, so float rounding cannot move the cut. Samplers:
 20,000 draws per distribution, every token's count within 5 binomial standard deviations
 (a false alarm has probability ~6e-7 per token).
+Edge tests (marked edge=True: argument errors, filters that keep everything, greedy sampling)
+are what a filter that does nothing, or one that always raises, gets right; they count only
+once the function's other tests pass.
 """
 import numpy as np
 
 from grader.spec import Exercise, Rng, Test, equal, filtered, frequencies
 
 EXERCISE = Exercise(
-    id="ex4", title="Top-k and top-p",
+    id="ex4", title="Top-k and top-p", notebook="04_top_k_top_p",
     functions=("top_k_filter", "top_p_filter", "sample"),
     blocked=("lib.sampling:*", "lib.numpy_twin.generate:*", "lib.torch_twin.generate:*", "lib.torch_twin.sampling:*",
              "lib.numpy_twin.model:GPT.generate", "lib.numpy_twin.model:GPT.stream",
@@ -74,24 +77,25 @@ def _p_between(logits, n):
     return float((c[n - 2] + c[n - 1]) / 2) if n > 1 else float(c[0] / 2)
 
 
-def k_test(name, logits, k):
-    return Test(name, "top_k_filter", (logits, k), filtered(top_k_filter(logits, k)))
+def k_test(name, logits, k, edge=False):
+    return Test(name, "top_k_filter", (logits, k), filtered(top_k_filter(logits, k)), edge=edge)
 
 
-def p_test(name, logits, p):
+def p_test(name, logits, p, edge=False):
     cumulative = np.cumsum(np.sort(_softmax(np.asarray(logits, np.float64)), axis=-1)[..., ::-1], axis=-1)
     assert p == 1.0 or np.abs(cumulative[..., :-1] - p).min() > 1e-3, f"{name}: p too close to a cumulative sum"
-    return Test(name, "top_p_filter", (logits, p), filtered(top_p_filter(logits, p)))
+    return Test(name, "top_p_filter", (logits, p), filtered(top_p_filter(logits, p)), edge=edge)
 
 
-def s_test(name, logits, seed, **settings):
+def s_test(name, logits, seed, edge=False, **settings):
     if settings.get("top_p") is not None and settings["top_p"] > 1e-6:     # the cut must be clear of rounding
         z = np.atleast_2d(logits) / settings.get("temperature", 1.0)
         z = z if settings.get("top_k") is None else top_k_filter(z, settings["top_k"])
         cumulative = np.cumsum(np.sort(_softmax(z), axis=-1)[..., ::-1], axis=-1)[..., :-1]
         assert np.abs(cumulative - settings.get("top_p", 1.0)).min() > 1e-3, f"{name}: p too close to a sum"
     rows = np.repeat(np.atleast_2d(logits), N_DRAWS // np.atleast_2d(logits).shape[0], axis=0)   # (N, V)
-    return Test(name, "sample", (rows, Rng(seed)), frequencies(probabilities(rows, **settings)), kwargs=settings)
+    return Test(name, "sample", (rows, Rng(seed)), frequencies(probabilities(rows, **settings)), kwargs=settings,
+                edge=edge)
 
 
 def tests():
@@ -102,30 +106,31 @@ def tests():
         k_test("top-k: k = 3 of 10", v10, 3),
         k_test("top-k: rows of a (4, 50) batch, k = 5", v50, 5),
         k_test("top-k: k = 1 keeps only the argmax", v10, 1),
-        k_test("top-k: k = vocabulary size keeps everything", v50, 50),
-        k_test("top-k: k larger than the vocabulary keeps everything", v10, 25),
+        k_test("top-k: k = vocabulary size keeps everything", v50, 50, edge=True),
+        k_test("top-k: k larger than the vocabulary keeps everything", v10, 25, edge=True),
         k_test("top-k: ties with the k-th largest are kept", np.array([1.0, 3.0, 3.0, 2.0, 3.0, 0.0]), 2),
         k_test("top-k: float32 logits stay float32", v50.astype(np.float32), 7),
-        Test("top-k: k = 0 raises ValueError", "top_k_filter", (v10, 0), expect_error="ValueError"),
+        Test("top-k: k = 0 raises ValueError", "top_k_filter", (v10, 0), expect_error="ValueError", edge=True),
         p_test("top-p: p = 0.9 on 10 logits", v10, 0.9),
         p_test("top-p: rows of a (4, 50) batch, p = 0.5", v50, 0.5),
         p_test("top-p: p so small that only the most likely token is left (greedy)", v50, 1e-9),
-        p_test("top-p: p = 1 keeps everything", v10, 1.0),
-        p_test("top-p: p = 0.79 (0.5 + 0.3 = 0.8 reaches it: keep 2)", edge, 0.79),
-        p_test("top-p: p = 0.81 (keep 3: the token that crosses p is kept)", edge, 0.81),
+        p_test("top-p: p = 1 keeps everything", v10, 1.0, edge=True),
+        p_test("top-p: p = 0.79 on probabilities 0.5, 0.3, 0.15, 0.05", edge, 0.79),
+        p_test("top-p: p = 0.81 on probabilities 0.5, 0.3, 0.15, 0.05", edge, 0.81),
         p_test("top-p: cut between the 4th and 5th token", v10, _p_between(v10, 4)),
         p_test("top-p: logits already holding -inf (after top-k)", top_k_filter(v10, 6), 0.95),
         p_test("top-p: float32 logits stay float32", v50.astype(np.float32), 0.7),
-        Test("top-p: p = 0 raises ValueError", "top_p_filter", (v10, 0.0), expect_error="ValueError"),
-        Test("top-p: p = 1.5 raises ValueError", "top_p_filter", (v10, 1.5), expect_error="ValueError"),
+        Test("top-p: p = 0 raises ValueError", "top_p_filter", (v10, 0.0), expect_error="ValueError", edge=True),
+        Test("top-p: p = 1.5 raises ValueError", "top_p_filter", (v10, 1.5), expect_error="ValueError", edge=True),
         Test("sample: temperature 0 is greedy", "sample", (v50, Rng(0)), equal(v50.argmax(axis=-1)),
-             kwargs=dict(temperature=0.0)),
+             kwargs=dict(temperature=0.0), edge=True),
         s_test("sample: temperature 1, no filter, frequencies", probe, 1),
         s_test("sample: temperature 1.5 flattens, frequencies", probe, 2, temperature=1.5),
         s_test("sample: temperature 0.8 with top-k 5, frequencies", probe, 3, temperature=0.8, top_k=5),
         s_test("sample: temperature 0.8 with top-p 0.95, frequencies", probe, 4, temperature=0.8, top_p=0.95),
-        s_test("sample: top-k 4 then top-p 0.6 at temperature 0.7", probe, 5, temperature=0.7, top_k=4, top_p=0.6),
-        s_test("sample: top-p 1e-9 is greedy at temperature 1", probe, 6, top_p=1e-9),
+        s_test("sample: top-k 4 then top-p 0.97 at temperature 0.7 (the order matters)", probe, 5,
+               temperature=0.7, top_k=4, top_p=0.97),
+        s_test("sample: top-p 1e-9 is greedy at temperature 1", probe, 6, edge=True, top_p=1e-9),
         s_test("sample: two different rows in one batch, each its own distribution", _logits(7, (2, 8), 1.5), 7,
                temperature=0.9, top_p=0.9),
     ]
