@@ -184,7 +184,7 @@ def _ro_bind(path: Path, bound: list[Path]) -> list[str]:
     return options + ["--ro-bind", str(path), str(path)]
 
 
-def _system_options(forbidden: list[Path], masked: tuple[str, ...], blocker: Path | None) -> list[str]:
+def _system_options(forbidden: list[Path]) -> list[str]:
     """Namespaces, the system and the Python installation (read-only), an empty /tmp."""
     options = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                "--die-with-parent", "--new-session", "--clearenv", *_identity()[0]]
@@ -202,14 +202,15 @@ def _system_options(forbidden: list[Path], masked: tuple[str, ...], blocker: Pat
     bound = [Path("/usr")]
     for path in _python_paths(forbidden):
         options += _ro_bind(path, bound)
-    for path in _masked_dirs(masked) if blocker is not None else []:
-        options += ["--tmpfs", str(path), "--ro-bind", str(blocker), str(path / "__init__.py"),
-                    "--remount-ro", str(path)]
     return options
 
 
 def bwrap_options(box: Path, masked: tuple[str, ...], forbidden: list[Path], answers_fd: int) -> list[str]:
-    options = _system_options(forbidden, masked, box / "masked_init.py")
+    """What the sandbox sees (see the module's docstring), read-only but /tmp, and its environment."""
+    options = _system_options(forbidden)
+    for path in _masked_dirs(masked):
+        options += ["--tmpfs", str(path), "--ro-bind", str(box / "masked_init.py"), str(path / "__init__.py"),
+                    "--remount-ro", str(path)]
     options += ["--ro-bind", str(box), "/grade", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp"]
     env = {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "GRADE_ANSWERS_FD": str(answers_fd), "MPLBACKEND": "Agg",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": "1",
@@ -253,7 +254,7 @@ def check_bwrap() -> None:
     probe = ("import os, sys\n"
              "try:\n    pid = os.fork()\nexcept OSError:\n    sys.exit(3 if os.getuid() == 0 else 0)\n"
              "if pid == 0:\n    os._exit(0)\nsys.exit(4)\n")
-    proc = _popen(_system_options([], (), None) + ["--remount-ro", "/"], [sys.executable, "-s", "-c", probe],
+    proc = _popen(_system_options([]), [sys.executable, "-s", "-c", probe],
                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = proc.communicate()[0].decode("utf-8", "replace").strip()
     if proc.returncode != 0:
