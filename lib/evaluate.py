@@ -1,0 +1,324 @@
+"""Zero-shot multiple choice, scored by likelihood: a task the model never trained for (chapter 6b).
+
+An item is a context and a few candidate continuations, one of them right. The model reads each
+candidate after the context; the log-probability it gives the candidate's tokens is the score,
+and the candidate with the highest score is its answer. GPT-2 was judged this way, without any
+fine-tuning; HellaSwag (Zellers et al., 2019) is the benchmark small GPTs are compared on today.
+
+- `score_choices(model, context, choices, neutral=None)`: each candidate's log-likelihood, its
+  sum and its mean per token (float64), and, after a neutral text too, its gain (how much the
+  context raised it); all in one forward pass. The twin only runs the forward
+  (`lib.twins.forward`); the log-softmax is numpy's, here, the same for both twins.
+- `evaluate(model, tokenizer, items, neutral=None)`: accuracy of the highest sum, mean and gain,
+  each with a 95% Wilson interval (`wilson_interval`).
+- `next_line_items(...)`: the offline benchmark. A line of a play that no model here trained on
+  (the validation part of `lib.data.load_corpus("shakespeare")`), the line that follows it and
+  three other lines of the same play, drawn with a fixed seed.
+- `hellaswag_items(path)`: HellaSwag's published JSONL (`ctx`, four `endings`, `label`) as items;
+  `download_hellaswag()` fetches its validation file (needs the internet, e.g. Colab).
+- `python -m lib.evaluate {shakespeare,hellaswag} --model ...` prints the accuracies; `--json`
+  ends with one machine-readable line.
+
+Context window: when context and candidate do not fit in n_ctx, the context loses its first
+tokens (each candidate keeps the last n_ctx + 1 - len(candidate) tokens of the context), as
+generation crops a long prompt. A candidate longer than n_ctx is an error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import urllib.request
+from typing import NamedTuple
+
+import numpy as np
+
+from .assets import cache_dir, write_atomic
+from .numpy_twin.train import log_softmax
+from .twins import TWINS, default_twin, forward, twin_module
+
+HELLASWAG_VAL_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
+Z_95 = 1.959964                      # the standard normal's 97.5% quantile: a two-sided 95% interval
+
+
+class ChoiceScores(NamedTuple):
+    sum: np.ndarray                  # (K,) log p(choice | context), float64
+    mean: np.ndarray                 # (K,) the same per choice token
+    n_tokens: np.ndarray             # (K,) tokens in each choice
+    gain: np.ndarray | None          # (K,) sum - log p(choice | neutral text), when one is given
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+def _check_ids(name, ids, vocab_size):
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise ValueError(f"{name} must be a 1-D sequence of integer token ids, got shape {ids.shape} "
+                         f"dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(f"{name} holds token ids from {ids.min()} to {ids.max()}; expected ids in "
+                         f"[0, {vocab_size}) (the model's vocabulary)")
+    return ids.astype(np.int64)
+
+
+def _check_context(name, ids, vocab_size):
+    ids = _check_ids(name, ids, vocab_size)
+    if ids.size == 0:
+        raise ValueError(f"{name} is empty: a choice's first token is predicted from the token before it, "
+                         f"so it needs at least one token")
+    return ids
+
+
+def _check_choices(choices, vocab_size, n_ctx):
+    if len(choices) == 0:
+        raise ValueError("choices is empty: expected at least one candidate continuation")
+    choices = [_check_ids(f"choice {k}", c, vocab_size) for k, c in enumerate(choices)]
+    for k, choice in enumerate(choices):
+        if not 1 <= len(choice) <= n_ctx:
+            raise ValueError(f"choice {k} has {len(choice)} tokens; expected 1 to n_ctx={n_ctx} (the model "
+                             f"reads at most n_ctx tokens: the last one before the choice and all but its last)")
+    return choices
+
+
+def log_likelihoods(model, pairs):
+    """(sums (P,), n_tokens (P,)): log p(choice | context) of each (context, choice) pair of
+    int64 arrays, all in one forward pass.
+
+    Each row of the batch is context + choice without its last token, the context cropped on the
+    left so that the row fits n_ctx; rows are padded on the right to the longest, which changes
+    nothing before the padding (attention is causal). The mask marks the positions whose next
+    token is a choice token; only those rows of logits go through the log-softmax, in float64.
+    """
+    n_ctx = model.config.n_ctx
+    seqs = [np.concatenate([context[-(n_ctx + 1 - len(choice)):], choice]) for context, choice in pairs]
+    P, T = len(seqs), max(len(seq) for seq in seqs) - 1
+    x = np.zeros((P, T), np.int64)                           # (P, T) inputs, 0 as padding
+    y = np.zeros((P, T), np.int64)                           # (P, T) next tokens
+    mask = np.zeros((P, T), bool)                            # (P, T) True where y is a choice token
+    for row, (seq, (_, choice)) in enumerate(zip(seqs, pairs)):
+        n = len(seq) - 1
+        x[row, :n], y[row, :n] = seq[:-1], seq[1:]
+        mask[row, n - len(choice):n] = True
+    logits = forward(model, x)                               # (P, T, V)
+    logp = log_softmax(logits[mask].astype(np.float64))      # (N, V): the choices' positions only
+    token_logp = logp[np.arange(len(logp)), y[mask]]         # (N,) log p of each choice token
+    sums = np.bincount(np.nonzero(mask)[0], weights=token_logp, minlength=P)  # (P,)
+    return sums, mask.sum(axis=1)
+
+
+def score_choices(model, context, choices, neutral=None):
+    """Each choice's log-likelihood after the context (all token ids), one forward pass.
+
+    With `neutral` (token ids of a text that says nothing, e.g. a newline), each choice is also
+    scored after it, in the same pass, and `gain` is how much the context raised its
+    log-likelihood: log p(choice | context) - log p(choice | neutral), the pointwise mutual
+    information. It removes what makes a choice likely anywhere (common words, a short line),
+    which the sum and the mean both reward.
+    """
+    config = model.config
+    context = _check_context("context", context, config.vocab_size)
+    choices = _check_choices(choices, config.vocab_size, config.n_ctx)
+    pairs = [(context, choice) for choice in choices]
+    if neutral is not None:
+        neutral = _check_context("neutral", neutral, config.vocab_size)
+        pairs += [(neutral, choice) for choice in choices]
+    sums, n_tokens = log_likelihoods(model, pairs)           # (K,) or (2K,) each
+    K = len(choices)
+    gain = None if neutral is None else sums[:K] - sums[K:]
+    return ChoiceScores(sums[:K], sums[:K] / n_tokens[:K], n_tokens[:K], gain)
+
+
+# ---- accuracy -------------------------------------------------------------------------------------
+def wilson_interval(correct, n, z=Z_95):
+    """(low, high): Wilson's score interval for a proportion of correct answers out of n, 95% by
+    default. Unlike p +- z sqrt(p (1 - p) / n) it stays inside [0, 1] and is not empty at 0 or n."""
+    if n < 1 or not 0 <= correct <= n:
+        raise ValueError(f"expected 0 <= correct <= n and n >= 1, got correct={correct}, n={n}")
+    p = correct / n
+    center = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return center - half, center + half
+
+
+def evaluate(model, tokenizer, items, neutral=None, progress=False):
+    """Score every item ({"context": text, "choices": [text, ...], "label": index of the right
+    one}), one forward pass each, and return {"n", "chance" (mean of 1 / number of choices),
+    "accuracy" and "interval" (95% Wilson)}, each of the last two by score: the choice with the
+    highest "sum", the highest "mean" and, given a `neutral` text, the highest "gain" (see
+    `score_choices`)."""
+    from .train import progress_bar
+
+    if not items:
+        raise ValueError("items is empty: expected at least one item to evaluate")
+    neutral_ids = None if neutral is None else tokenizer.encode(neutral)
+    correct = dict.fromkeys(("sum", "mean") if neutral is None else ("sum", "mean", "gain"), 0)
+    with progress_bar(len(items), "scoring", disable=not progress) as bar:
+        for item in items:
+            scores = score_choices(model, tokenizer.encode(item["context"]),
+                                   [tokenizer.encode(c) for c in item["choices"]], neutral_ids)
+            for key in correct:
+                correct[key] += int(np.argmax(getattr(scores, key)) == item["label"])
+            bar.update(1)
+    n = len(items)
+    return {"n": n, "chance": float(np.mean([1 / len(item["choices"]) for item in items])),
+            "accuracy": {key: c / n for key, c in correct.items()},
+            "interval": {key: list(wilson_interval(c, n)) for key, c in correct.items()}}
+
+
+# ---- the offline benchmark: the next line of a held-out play -------------------------------------
+def held_out_plays():
+    """The plays whose whole text lies in the validation part of `load_corpus("shakespeare")`:
+    no model trained on that corpus's training part has seen a line of them."""
+    from .data import load_corpus
+    from .shakespeare import shakespeare_plays
+
+    _, val_ids = load_corpus("shakespeare", "byte")
+    val_text = np.asarray(val_ids, np.uint8).tobytes().decode("utf-8")   # byte ids are the text's bytes
+    return [play for play in shakespeare_plays() if play["text"] in val_text]
+
+
+def _spoken_lines(text):
+    """(the play's lines, [(index, line)] of its spoken lines): not blank, not a speaker's
+    `NAME:` (the first line, and every line after a blank one)."""
+    lines = text.split("\n")
+    return lines, [(i, line) for i, line in enumerate(lines) if line and i > 0 and lines[i - 1]]
+
+
+NEXT_LINE_NEUTRAL = "\n"            # the neutral text for `gain`: a line starting after nothing
+
+
+def next_line_items(n_items=1000, seed=0, min_chars=10, max_chars=30):
+    """n_items items from the held-out plays (`held_out_plays`): the context is the line before
+    a spoken line (a speaker's `NAME:` when the speech begins there), the choices that spoken
+    line and three other spoken lines of the same play, each followed by its newline, distinct,
+    of min_chars to max_chars characters (so that a small model's 64-byte window holds the
+    context too), in an order drawn with the seed. Targets are drawn with the seed, without repeats."""
+    rng = np.random.default_rng(seed)
+    pool = []                                                # (lines of a play, index, that play's candidates)
+    for play in held_out_plays():
+        lines, spoken = _spoken_lines(play["text"])
+        fit = [line for _, line in spoken if min_chars <= len(line) <= max_chars]
+        pool += [(lines, i, fit) for i, line in spoken if min_chars <= len(line) <= max_chars]
+    if not 1 <= n_items <= len(pool):
+        raise ValueError(f"n_items must be from 1 to {len(pool)} (the lines that qualify), got {n_items!r}")
+    items = []
+    for j in np.sort(rng.choice(len(pool), n_items, replace=False)):
+        lines, i, fit = pool[j]
+        choices = [lines[i]]
+        while len(choices) < 4:
+            other = fit[rng.integers(len(fit))]
+            if other not in choices:
+                choices.append(other)
+        order = rng.permutation(4)                           # choices[order[k]] goes to place k
+        items.append({"context": lines[i - 1] + "\n", "choices": [choices[k] + "\n" for k in order],
+                      "label": int(np.flatnonzero(order == 0)[0])})
+    return items
+
+
+# ---- HellaSwag ----------------------------------------------------------------------------------
+def hellaswag_items(path, limit=None):
+    """HellaSwag's JSONL (one object a line with "ctx", "endings" (4) and "label") as items. An
+    ending is read after a space, as it continues the context's last sentence."""
+    items = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            missing = [key for key in ("ctx", "endings", "label") if key not in row]
+            if missing:
+                raise ValueError(f"{path}, line {number}: no {missing}; expected HellaSwag's keys ctx, endings, label")
+            if not (isinstance(row["endings"], list) and row["endings"]
+                    and 0 <= int(row["label"]) < len(row["endings"])):
+                raise ValueError(f"{path}, line {number}: label {row['label']!r} does not index its "
+                                 f"{len(row['endings'])} endings")
+            items.append({"context": row["ctx"], "choices": [" " + e for e in row["endings"]],
+                          "label": int(row["label"])})
+            if limit is not None and len(items) == limit:
+                break
+    return items
+
+
+def download_hellaswag():
+    """HellaSwag's validation file (10,042 items), downloaded once into the cache; needs the internet."""
+    path = cache_dir() / "downloads" / "hellaswag_val.jsonl"
+    if not path.is_file():
+        try:
+            with urllib.request.urlopen(HELLASWAG_VAL_URL, timeout=60) as response:
+                data = response.read()
+        except OSError as e:
+            raise ConnectionError(f"downloading {HELLASWAG_VAL_URL} failed ({e}); HellaSwag needs the internet "
+                                  f"(Colab), or pass a local copy with --file") from None
+        write_atomic(path, data)
+    return path
+
+
+# ---- command line --------------------------------------------------------------------------------
+MODELS = ("small", "modern", "random", "gpt2")
+SCORE_NAMES = {"sum": "sum of log-probabilities", "mean": "mean per token", "gain": "gain over the neutral text"}
+
+
+def load_model(name, twin):
+    """small, modern (lib.pretrained's trained models), random (the small shape, untrained), gpt2
+    (the published 124M weights, downloaded: needs the internet) or a model folder (lib.sample)."""
+    from . import pretrained
+    from .config import GPTConfig
+
+    if name == "small":
+        return pretrained.shakespeare_small(twin)
+    if name == "modern":
+        return pretrained.modern_small(twin)
+    if name == "random":
+        return twin_module(twin).GPT(GPTConfig.small(), seed=0)
+    if name == "gpt2":
+        from huggingface_hub import snapshot_download
+        return twin_module(twin).GPT.from_pretrained(snapshot_download("gpt2", allow_patterns=["config.json",
+                                                                                               "model.safetensors"]))
+    from .sample import load_model as load_folder
+    return load_folder(name, twin)[0]
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m lib.evaluate", description=__doc__.split("\n\n")[0])
+    p.add_argument("benchmark", choices=("shakespeare", "hellaswag"),
+                   help="shakespeare: the next line of a held-out play (offline); hellaswag: its validation set")
+    p.add_argument("--model", default="small", help=f"one of {', '.join(MODELS)}, or a model folder (default small)")
+    p.add_argument("--items", type=int, help="score only this many items (default: shakespeare 1,000, hellaswag all)")
+    p.add_argument("--file", help="hellaswag: a local JSONL file instead of the download")
+    p.add_argument("--neutral", help="also pick by gain over this text (default: a newline for shakespeare, "
+                                     "none for hellaswag)")
+    p.add_argument("--json", action="store_true", help="end with one JSON line: n, chance, accuracy, interval, ...")
+    p.add_argument("--twin", choices=TWINS, help="default: torch when installed, else numpy")
+    p.add_argument("--device", help="torch twin: cpu, cuda, ... (default: cuda if available, else cpu)")
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    twin = args.twin or default_twin()
+    if args.device and twin != "torch":
+        raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the {twin} twin)")
+    neutral = args.neutral
+    if args.benchmark == "shakespeare":
+        items = next_line_items(1000 if args.items is None else args.items)
+        neutral = NEXT_LINE_NEUTRAL if neutral is None else neutral
+    else:
+        items = hellaswag_items(args.file or download_hellaswag(), limit=args.items)
+    model = load_model(args.model, twin)
+    if twin == "torch":
+        import torch
+        model.to(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    from .sample import tokenizer_for
+
+    result = evaluate(model, tokenizer_for(model.config.vocab_size), items, neutral, progress=sys.stderr.isatty())
+    print(f"{args.benchmark}, {result['n']} items, model {args.model} ({twin} twin); chance {result['chance']:.3f}")
+    for key, low_high in result["interval"].items():
+        print(f"  accuracy by {SCORE_NAMES[key]:26s} {result['accuracy'][key]:.3f}  "
+              f"(95% Wilson interval {low_high[0]:.3f} to {low_high[1]:.3f})")
+    if args.json:
+        print(json.dumps({"benchmark": args.benchmark, "model": args.model, "twin": twin, "neutral": neutral,
+                          **result}))
+
+
+if __name__ == "__main__":
+    main()
