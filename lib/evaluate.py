@@ -190,27 +190,33 @@ NEXT_LINE_NEUTRAL = "\n"            # the neutral text for `gain`: a line starti
 def next_line_items(n_items=1000, seed=0, min_chars=10, max_chars=30):
     """n_items items from the held-out plays (`held_out_plays`): the context is the line before
     a spoken line (a speaker's `NAME:` when the speech begins there), the choices that spoken
-    line and three other spoken lines of the same play, each followed by its newline, distinct,
-    of min_chars to max_chars characters (so that a small model's 64-byte window holds the
-    context too), in an order drawn with the seed. Targets are drawn with the seed, without repeats."""
+    line and three other spoken lines of the same play, each followed by its newline, in an
+    order drawn with the seed. Every choice has min_chars to max_chars characters (so that a
+    small model's 64-byte window holds the context too); no wrong choice ever follows the same
+    context line in the play, so exactly one answer is right. The (context, line) pairs are
+    drawn with the seed, without repeats."""
     rng = np.random.default_rng(seed)
-    pool = []                                                # (lines of a play, index, that play's candidates)
+    pool = []                                                # (context line, next line, the play's candidates, followers)
     for play in held_out_plays():
         lines, spoken = _spoken_lines(play["text"])
-        fit = [line for _, line in spoken if min_chars <= len(line) <= max_chars]
-        pool += [(lines, i, fit) for i, line in spoken if min_chars <= len(line) <= max_chars]
+        pairs = [(lines[i - 1], line) for i, line in spoken if min_chars <= len(line) <= max_chars]
+        candidates = list(dict.fromkeys(line for _, line in pairs))
+        followers = {}                                       # context line -> every line that follows it
+        for i, line in spoken:
+            followers.setdefault(lines[i - 1], set()).add(line)
+        pool += [(before, line, candidates, followers[before]) for before, line in dict.fromkeys(pairs)]
     if not 1 <= n_items <= len(pool):
         raise ValueError(f"n_items must be from 1 to {len(pool)} (the lines that qualify), got {n_items!r}")
     items = []
     for j in np.sort(rng.choice(len(pool), n_items, replace=False)):
-        lines, i, fit = pool[j]
-        choices = [lines[i]]
+        before, line, candidates, followers = pool[j]
+        choices = [line]
         while len(choices) < 4:
-            other = fit[rng.integers(len(fit))]
-            if other not in choices:
+            other = candidates[rng.integers(len(candidates))]
+            if other not in choices and other not in followers:
                 choices.append(other)
-        order = rng.permutation(4)                           # choices[order[k]] goes to place k
-        items.append({"context": lines[i - 1] + "\n", "choices": [choices[k] + "\n" for k in order],
+        order = rng.permutation(4)                           # place k holds choices[order[k]]
+        items.append({"context": before + "\n", "choices": [choices[k] + "\n" for k in order],
                       "label": int(np.flatnonzero(order == 0)[0])})
     return items
 
