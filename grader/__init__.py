@@ -9,7 +9,7 @@ grader/release.py) leaves it out whole, so lib holds only what students get.
 One run grades one student's submission: the notebooks given.
 1. Which exercise a notebook is graded on comes from the instructor's side, never from the
    notebook: the exercise whose notebook name (`Exercise.notebook` in the hidden tests, such
-   as 01_gelu) its file name contains, or `--exercise`. The assignment (`--assignment`, by
+   as ch4_gelu) its file name contains, or `--exercise`. The assignment (`--assignment`, by
    default the exercises the files name) sets the maximum score. An exercise named by two files
    is graded for neither ("duplicated", 0); one of the assignment that no file names is
    "missing" (0); a file that names none is an error.

@@ -148,7 +148,7 @@ def drive_call(fn, args, kwargs):
 
 
 def drive_kvcache(cls, args, kwargs):
-    """Exercise 3's cache class, used the way the model uses it: `cls(config, batch, dtype=...)`,
+    """Exercise 6.1's cache class, used the way the model uses it: `cls(config, batch, dtype=...)`,
     then per chunk of new positions `update(layer, k, v)` for every layer, then `length += T`
     (GPT.forward advances the length). Returns every (k, v) that update gave back, copied."""
     config, batch, dtype, chunks = args

@@ -2,7 +2,7 @@
 
 A hidden test module (in `solutions/hidden_tests/`, never shipped to students) defines
 
-    EXERCISE = Exercise(id="ex1", title=..., notebook="01_gelu", functions=(...), blocked=(...))
+    EXERCISE = Exercise(id="ex1", title=..., notebook="ch4_gelu", functions=(...), blocked=(...))
     def tests() -> list[Test]: ...
     REFERENCE = {name: implementation}   # the grader's own answers, used by the checks
 

@@ -2,7 +2,8 @@
 
     python solutions/build_notebooks.py            # writes exercises/*.ipynb and solutions/*.ipynb
 
-The sources are solutions/source/NN_name.py; each defines NUMBER, EXERCISE (the grading id) and
+The sources are solutions/source/chK_name.py (K: the chapter it follows); each defines NUMBER
+("K.n", its title's number), EXERCISE (the grading id) and
 CELLS, a list built with the helpers below:
 - md(text), code(src): the same in both notebooks;
 - graded(stub, answer): a cell tagged `graded:<id>`, the only code the grader runs;
@@ -99,7 +100,7 @@ def load_source(path):
 
 def main():
     sys.path.insert(0, str(HERE))
-    for path in sorted((HERE / "source").glob("[0-9][0-9]_*.py")):
+    for path in sorted((HERE / "source").glob("ch[0-9]_*.py")):
         source = load_source(path)
         for folder, solution in (("exercises", False), ("solutions", True)):
             out = ROOT / folder / f"{path.stem}.ipynb"

@@ -31,8 +31,8 @@ from grader.sandbox import LIB_DIR, SandboxUnavailable, _blocked_source, check_b
 from grader.spec import Config, Model, Rng, Verdict, close, equal, filtered, frequencies, integer
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {"ex1": "01_gelu", "ex2": "02_deeper", "ex3": "03_kv_cache", "ex4": "04_top_k_top_p",
-             "ex5": "05_loss_plotter"}
+NOTEBOOKS = {"ex1": "ch4_gelu", "ex2": "ch4_deeper", "ex3": "ch6_kv_cache", "ex4": "ch6_top_k_top_p",
+             "ex5": "ch5_loss_plotter"}
 TAMPER_CPU_CAP = 3
 
 
@@ -290,7 +290,7 @@ def probe_exercise(tmp_path, code, args, check=None, **exercise):
 
 
 def test_sandbox_hides_solutions_hidden_tests_and_lib(tmp_path):
-    secret = [str(ROOT / "solutions" / "hidden_tests" / "ex1_gelu.py"), str(ROOT / "solutions" / "01_gelu.ipynb"),
+    secret = [str(ROOT / "solutions" / "hidden_tests" / "ex1_gelu.py"), str(ROOT / "solutions" / "ch4_gelu.ipynb"),
               str(ROOT / "lib" / "numpy_twin" / "model.py"), str(ROOT / "grader" / "spec.py"),
               str(tmp_path / "hidden" / "probe.py"), "/root/.bashrc",
               str(Path.home() / ".cache" / "gpt2-course"), "/etc/passwd"]
@@ -431,13 +431,13 @@ def test_filter_numbers_match_the_kernel_headers():
 
 
 def test_memory_limit_and_crash_leave_other_exercises_graded(tmp_path, hidden):
-    nb = nbformat.read(ROOT / "exercises" / "01_gelu.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "exercises" / "ch4_gelu.ipynb", as_version=4)
     bomb = nbformat.v4.new_code_cell("import numpy as np\nhog = np.ones(10**9)  # 8 GB, over the 1 GB limit\n")
     bomb.metadata.tags = ["graded:ex1"]
     nb.cells.append(bomb)
-    nbformat.write(nb, tmp_path / "01_gelu.ipynb")
-    shutil.copy(ROOT / "solutions" / "02_deeper.ipynb", tmp_path / "02_deeper.ipynb")
-    result = grade_submission([tmp_path / "01_gelu.ipynb", tmp_path / "02_deeper.ipynb"], hidden=hidden, memory_mb=1024)
+    nbformat.write(nb, tmp_path / "ch4_gelu.ipynb")
+    shutil.copy(ROOT / "solutions" / "ch4_deeper.ipynb", tmp_path / "ch4_deeper.ipynb")
+    result = grade_submission([tmp_path / "ch4_gelu.ipynb", tmp_path / "ch4_deeper.ipynb"], hidden=hidden, memory_mb=1024)
     ex1, ex2 = (only_exercise(nb) for nb in result.notebooks)
     assert ex1.score == 0 and ex1.status == "load-error", report(ex1)
     assert "MemoryError" in ex1.message
@@ -445,7 +445,7 @@ def test_memory_limit_and_crash_leave_other_exercises_graded(tmp_path, hidden):
 
 
 def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
-    nb = nbformat.read(ROOT / "solutions" / "01_gelu.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "solutions" / "ch4_gelu.ipynb", as_version=4)
     for cell in nb.cells:
         cell.metadata.pop("tags", None)
     nbformat.write(nb, tmp_path / "untagged.ipynb")
@@ -468,14 +468,14 @@ def test_blocking_a_name_lib_does_not_have_is_an_error():
 
 
 def test_command_line_json_and_exit_codes(tmp_path, hidden):
-    run = subprocess.run([sys.executable, "-m", "grader", "--json", "solutions/02_deeper.ipynb",
-                          "exercises/01_gelu.ipynb"], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "grader", "--json", "solutions/ch4_deeper.ipynb",
+                          "exercises/ch4_gelu.ipynb"], cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     scores = [nb["exercise"]["score"] for nb in out["notebooks"]]
     most = max_score(hidden["ex2"])
     assert scores == [most, 0] and out["score"] == most and out["max_score"] == most + max_score(hidden["ex1"])
-    text = subprocess.run([sys.executable, "-m", "grader", "exercises/02_deeper.ipynb"], cwd=ROOT,
+    text = subprocess.run([sys.executable, "-m", "grader", "exercises/ch4_deeper.ipynb"], cwd=ROOT,
                           capture_output=True, text=True)
     assert text.returncode == 0 and "FAIL" in text.stdout and "total: 0/" in text.stdout
     bad = subprocess.run([sys.executable, "-m", "grader", "--tests", str(tmp_path / "none"), "x.ipynb"],
@@ -506,7 +506,7 @@ def other_python(request, tmp_path):
 
 def test_grading_works_wherever_python_lives(other_python):
     assert str(other_python).startswith("/tmp/") != ("/.grade-venv-" in str(other_python))
-    run = subprocess.run([str(other_python), "-m", "grader", "--json", "solutions/01_gelu.ipynb"], cwd=ROOT,
+    run = subprocess.run([str(other_python), "-m", "grader", "--json", "solutions/ch4_gelu.ipynb"], cwd=ROOT,
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
@@ -581,8 +581,8 @@ except OSError:
 
 
 def test_forged_answers_in_the_sandbox_neither_crash_nor_score(tmp_path, hidden):
-    solution = graded_cell(ROOT / "solutions" / "02_deeper.ipynb", "ex2")
-    path = notebook_with("ex2", FORGERY + solution, tmp_path / "02_deeper.ipynb")
+    solution = graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ex2")
+    path = notebook_with("ex2", FORGERY + solution, tmp_path / "ch4_deeper.ipynb")
     ex = only_exercise(grade_notebook(path, hidden=hidden))
     assert ex.status == "graded" and ex.score == ex.max_score, report(ex)
 
@@ -590,22 +590,22 @@ def test_forged_answers_in_the_sandbox_neither_crash_nor_score(tmp_path, hidden)
 def test_answers_beyond_the_limit_stop_the_sandbox(tmp_path, hidden, monkeypatch):
     monkeypatch.setattr(sandbox, "MAX_ANSWER_BYTES", 1 << 20)
     flood = "import os\nos.write(int(os.environ['GRADE_ANSWERS_FD']), b'x' * (4 << 20))\n"
-    path = notebook_with("ex2", flood + graded_cell(ROOT / "solutions" / "02_deeper.ipynb", "ex2"),
-                         tmp_path / "02_deeper.ipynb")
+    path = notebook_with("ex2", flood + graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ex2"),
+                         tmp_path / "ch4_deeper.ipynb")
     ex = only_exercise(grade_notebook(path, hidden=hidden))
     assert ex.score == 0 and ex.status == "crashed" and "exceeded 1 MiB" in ex.message, report(ex)
 
 
 # ---- notebooks of every shape ------------------------------------------------------------------------------
 def _malformed(folder: Path) -> dict:
-    """{name: path} of notebooks no student should hand in, each named for exercise 1."""
-    solution = json.loads((ROOT / "solutions" / "01_gelu.ipynb").read_text())
+    """{name: path} of notebooks no student should hand in, each named for exercise 4.1."""
+    solution = json.loads((ROOT / "solutions" / "ch4_gelu.ipynb").read_text())
     graded = next(i for i, c in enumerate(solution["cells"]) if "graded:ex1" in c["metadata"].get("tags", []))
 
     def variant(name, change):
         nb = json.loads(json.dumps(solution))
         change(nb, nb["cells"][graded])
-        path = folder / f"01_gelu_{name}.ipynb"
+        path = folder / f"ch4_gelu_{name}.ipynb"
         path.write_text(json.dumps(nb))
         return path
     paths = {
@@ -618,12 +618,12 @@ def _malformed(folder: Path) -> dict:
         "surrogate_code": variant("surrogate_code", lambda nb, c: c.update(source="x = '\ud800'\n")),
         "surrogate_tag": variant("surrogate_tag", lambda nb, c: c["metadata"].update(tags=["graded:ex1\ud800"])),
     }
-    (folder / "01_gelu_not_json.ipynb").write_text("[" * 100_000)
-    (folder / "01_gelu_folder.ipynb").mkdir()
-    os.mkfifo(folder / "01_gelu_fifo.ipynb")
-    (folder / "01_gelu_link.ipynb").symlink_to("/etc/passwd")
+    (folder / "ch4_gelu_not_json.ipynb").write_text("[" * 100_000)
+    (folder / "ch4_gelu_folder.ipynb").mkdir()
+    os.mkfifo(folder / "ch4_gelu_fifo.ipynb")
+    (folder / "ch4_gelu_link.ipynb").symlink_to("/etc/passwd")
     for name in ("not_json", "folder", "fifo", "link"):
-        paths[name] = folder / f"01_gelu_{name}.ipynb"
+        paths[name] = folder / f"ch4_gelu_{name}.ipynb"
     return paths
 
 
@@ -646,25 +646,25 @@ def test_malformed_notebooks_are_their_own_errors(tmp_path, hidden, monkeypatch)
 
 
 def test_the_assignment_decides_the_exercise_and_the_maximum(tmp_path, hidden):
-    nb = nbformat.read(ROOT / "solutions" / "01_gelu.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "solutions" / "ch4_gelu.ipynb", as_version=4)
     nb.metadata.pop("grading", None)
     for cell in nb.cells:
         if "graded:ex1" in cell.metadata.get("tags", []):
             cell.metadata.tags = ["graded:ex1\u200b"]              # an invisible character
-    nbformat.write(nb, tmp_path / "01_gelu.ipynb")
-    retagged = grade_submission([tmp_path / "01_gelu.ipynb"], hidden=hidden)
+    nbformat.write(nb, tmp_path / "ch4_gelu.ipynb")
+    retagged = grade_submission([tmp_path / "ch4_gelu.ipynb"], hidden=hidden)
     assert retagged.score == 0 and retagged.max_score == max_score(hidden["ex1"]), retagged
     copies = []
     for name in "abcde":
-        copies.append(tmp_path / f"01_gelu_{name}.ipynb")
-        shutil.copy(ROOT / "solutions" / "01_gelu.ipynb", copies[-1])
+        copies.append(tmp_path / f"ch4_gelu_{name}.ipynb")
+        shutil.copy(ROOT / "solutions" / "ch4_gelu.ipynb", copies[-1])
     five = grade_submission(copies, hidden=hidden)
     assert five.score == 0 and five.max_score == max_score(hidden["ex1"]), five
     assert all(nb.exercise.status == "duplicated" for nb in five.notebooks), five
-    missing = grade_submission([tmp_path / "01_gelu.ipynb"], assignment=["ex1", "ex2"], hidden=hidden)
+    missing = grade_submission([tmp_path / "ch4_gelu.ipynb"], assignment=["ex1", "ex2"], hidden=hidden)
     assert [ex.exercise for ex in missing.missing] == ["ex2"] and missing.missing[0].status == "missing"
     assert missing.max_score == max_score(hidden["ex1"]) + max_score(hidden["ex2"]), missing
-    shutil.copy(ROOT / "solutions" / "01_gelu.ipynb", tmp_path / "homework.ipynb")
+    shutil.copy(ROOT / "solutions" / "ch4_gelu.ipynb", tmp_path / "homework.ipynb")
     unnamed = grade_submission([tmp_path / "homework.ipynb"], hidden=hidden)
     assert unnamed.notebooks[0].error and unnamed.score == unnamed.max_score == 0, unnamed
 
@@ -702,7 +702,7 @@ def test_trivial_answers_score_at_most_a_tenth(hidden):
 
 def test_trivial_answer_and_forged_report_lines_in_the_sandbox(tmp_path, hidden):
     nasty = ("\ndef gelu_exact(x):\n    raise ValueError('no\\n    PASS forged (99 pt): ok\\x1b[2J\\u202e')\n")
-    path = notebook_with("ex1", trivial.TRIVIAL["ex1"]["relu"] + nasty, tmp_path / "01_gelu.ipynb")
+    path = notebook_with("ex1", trivial.TRIVIAL["ex1"]["relu"] + nasty, tmp_path / "ch4_gelu.ipynb")
     submission = grade_submission([path], hidden=hidden)
     ex = only_exercise(submission.notebooks[0])
     assert ex.status == "graded" and ex.score == 0, report(ex)
@@ -716,15 +716,15 @@ def test_sleeping_cells_start_one_sandbox_and_say_wall_clock(tmp_path, hidden, m
     runs = []
     real_run = sandbox.run
     monkeypatch.setattr(sandbox, "run", lambda *a, **k: runs.append(k) or real_run(*a, **k))
-    nb = nbformat.read(ROOT / "exercises" / "03_kv_cache.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "exercises" / "ch6_kv_cache.ipynb", as_version=4)
     for cell in nb.cells:
         if "graded:ex3" in cell.metadata.get("tags", []):
             cell.source = "import time\ntime.sleep(1000)\n" + cell.source
             nb.cells.insert(nb.cells.index(cell), nbformat.v4.new_code_cell("import time\ntime.sleep(1000)\n",
                                                                             metadata={"tags": ["graded:ex3"]}))
             break
-    nbformat.write(nb, tmp_path / "03_kv_cache.ipynb")
-    ex = only_exercise(grade_notebook(tmp_path / "03_kv_cache.ipynb", hidden=hidden, timeout=1))
+    nbformat.write(nb, tmp_path / "ch6_kv_cache.ipynb")
+    ex = only_exercise(grade_notebook(tmp_path / "ch6_kv_cache.ipynb", hidden=hidden, timeout=1))
     assert len(runs) == 1, runs                                  # the speed group would sleep the same
     assert ex.status == "timeout" and "wall-clock" in ex.message and "CPU time (" not in ex.message, report(ex)
 
@@ -732,6 +732,6 @@ def test_sleeping_cells_start_one_sandbox_and_say_wall_clock(tmp_path, hidden, m
 def test_a_sandbox_that_cannot_start_stops_the_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sandbox, "RUNNER", "/grade/no_such_runner.py")
     with pytest.raises(SandboxUnavailable, match="did not start"):
-        grade_submission([ROOT / "solutions" / "02_deeper.ipynb"])
-    assert main([str(ROOT / "solutions" / "02_deeper.ipynb")]) == 2
+        grade_submission([ROOT / "solutions" / "ch4_deeper.ipynb"])
+    assert main([str(ROOT / "solutions" / "ch4_deeper.ipynb")]) == 2
     assert "nothing graded" in capsys.readouterr().err

@@ -231,7 +231,7 @@ def test_gelu_and_its_derivative_match_torch():
 
 
 def test_mlp_uses_whatever_activation_pair_it_holds():
-    """Exercise 1 plugs a GELU in through `act(h)` and `act_backward(dy, h)`: the MLP calls the
+    """Exercise 4.1 plugs a GELU in through `act(h)` and `act_backward(dy, h)`: the MLP calls the
     pair it holds, once each, whatever functions they are."""
     model = nt.GPT(tiny(), seed=0)
     model.zero_grad()

@@ -41,7 +41,7 @@ def test_the_check_finds_a_leaked_solution_or_hidden_test(released, tmp_path):
     leak = tmp_path / "leak"
     leak.mkdir()
     (leak / "exercises").mkdir()
-    nb = nbformat.read(ROOT / "solutions" / "04_top_k_top_p.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "solutions" / "ch6_top_k_top_p.ipynb", as_version=4)
     nbformat.write(nb, leak / "exercises" / "copied.ipynb")          # a solution under another name
     where, line = next(s for s in secrets() if s[0].startswith("solutions/hidden_tests"))
     (leak / "notes.py").write_text(f"# pasted\n{line}\n")

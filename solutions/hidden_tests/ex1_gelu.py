@@ -1,4 +1,4 @@
-"""Hidden tests of exercise 1 (GELU): the two forms and their derivatives.
+"""Hidden tests of exercise 4.1 (GELU): the two forms and their derivatives.
 
 Reference: float64, the exact form with math.erf, evaluated on the very values the student's
 function receives (float32 inputs are widened without rounding).
@@ -21,7 +21,7 @@ import numpy as np
 from grader.spec import Exercise, Test, close
 
 EXERCISE = Exercise(
-    id="ex1", title="GELU", notebook="01_gelu",
+    id="ex1", title="GELU", notebook="ch4_gelu",
     functions=("gelu_exact", "gelu_exact_grad", "gelu_tanh", "gelu_tanh_grad"),
     blocked=("lib.numpy_twin.model:gelu", "lib.numpy_twin.model:gelu_backward",
              "lib.numpy_twin.model:gelu_exact", "lib.numpy_twin.model:gelu_exact_backward",

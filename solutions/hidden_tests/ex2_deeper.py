@@ -1,4 +1,4 @@
-"""Hidden tests of exercise 2 (deeper): the parameter count of a GPT from its config.
+"""Hidden tests of exercise 4.2 (deeper): the parameter count of a GPT from its config.
 
 Reference: the sum, over every tensor the twins create (lib.config.param_shapes), of its size;
 the head is tied to the token embedding, so it adds nothing. Exact integers, no tolerance.
@@ -13,7 +13,7 @@ from lib.config import GPTConfig, param_shapes
 from grader.spec import Config, Exercise, Test, integer
 
 EXERCISE = Exercise(
-    id="ex2", title="Deeper", notebook="02_deeper",
+    id="ex2", title="Deeper", notebook="ch4_deeper",
     functions=("count_params",),
     blocked=("lib.config:param_counts", "lib.config:param_shapes", "lib.numpy_twin.model:GPT.num_params",
              "lib.torch_twin.model:GPT.num_params"),

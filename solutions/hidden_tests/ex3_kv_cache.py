@@ -1,4 +1,4 @@
-"""Hidden tests of exercise 3 (KV cache): the cache class, greedy generation with it, and speed.
+"""Hidden tests of exercise 6.1 (KV cache): the cache class, greedy generation with it, and speed.
 
 - KVCache: driven exactly as GPT.forward drives a cache (update per layer, then length += T);
   every (k, v) it hands back must equal the concatenation of what went in, exactly (copying
@@ -24,7 +24,7 @@ from grader.spec import Config, Exercise, Model, Test, equal
 from lib.numpy_twin import GPT
 
 EXERCISE = Exercise(
-    id="ex3", title="KV cache", notebook="03_kv_cache",
+    id="ex3", title="KV cache", notebook="ch6_kv_cache",
     functions=("KVCache", "generate_cached"),
     blocked=("lib.numpy_twin.model:KVCache", "lib.numpy_twin.model:GPT.generate",
              "lib.numpy_twin.model:GPT.stream", "lib.numpy_twin.generate:*",

@@ -1,4 +1,4 @@
-"""Hidden tests of exercise 4 (top-k and top-p): the two filters and a sampler built on them.
+"""Hidden tests of exercise 6.2 (top-k and top-p): the two filters and a sampler built on them.
 
 The rules (as the exercise states them, and as lib.sampling applies them):
 - top_k_filter(logits, k): per row (last axis), keep the logits >= the k-th largest (ties with
@@ -21,7 +21,7 @@ import numpy as np
 from grader.spec import Exercise, Rng, Test, equal, filtered, frequencies
 
 EXERCISE = Exercise(
-    id="ex4", title="Top-k and top-p", notebook="04_top_k_top_p",
+    id="ex4", title="Top-k and top-p", notebook="ch6_top_k_top_p",
     functions=("top_k_filter", "top_p_filter", "sample"),
     blocked=("lib.sampling:*", "lib.numpy_twin.generate:*", "lib.torch_twin.generate:*", "lib.torch_twin.sampling:*",
              "lib.numpy_twin.model:GPT.generate", "lib.numpy_twin.model:GPT.stream",

@@ -1,4 +1,4 @@
-"""Hidden tests of exercise 5 (loss plotter): smoothing, the drop rate, and the three phases.
+"""Hidden tests of exercise 5.2 (loss plotter): smoothing, the drop rate, and the three phases.
 
 Definitions (stated the same way in the exercise):
 - smooth(losses, window): s[t] = mean(losses[max(0, t - window + 1) : t + 1]), a trailing mean;
@@ -23,7 +23,7 @@ import numpy as np
 
 from grader.spec import Exercise, Test, Verdict, close
 
-EXERCISE = Exercise(id="ex5", title="Loss plotter", notebook="05_loss_plotter",
+EXERCISE = Exercise(id="ex5", title="Loss plotter", notebook="ch5_loss_plotter",
                     functions=("smooth", "drop_rate", "find_phases"), blocked=("lib.plotting:*",))
 
 

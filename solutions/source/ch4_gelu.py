@@ -1,7 +1,7 @@
-"""Exercise 1: GELU, exact and tanh forms, their derivatives, and a training run with each."""
+"""Exercise 4.1: GELU, exact and tanh forms, their derivatives, and a training run with each."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = 1, "ex1"
+NUMBER, EXERCISE = "4.1", "ex1"
 
 STUB = '''
 import math
@@ -11,22 +11,22 @@ import numpy as np
 
 def gelu_exact(x):
     """GELU as defined, x * Phi(x). x: array of any shape, float32 or float64 -> same shape and dtype."""
-    raise NotImplementedError("exercise 1: write gelu_exact")
+    raise NotImplementedError("exercise 4.1: write gelu_exact")
 
 
 def gelu_exact_grad(x):
     """d gelu_exact(x) / dx, elementwise; same shape and dtype as x."""
-    raise NotImplementedError("exercise 1: write gelu_exact_grad")
+    raise NotImplementedError("exercise 4.1: write gelu_exact_grad")
 
 
 def gelu_tanh(x):
     """GPT-2's tanh approximation of GELU; same shape and dtype as x."""
-    raise NotImplementedError("exercise 1: write gelu_tanh")
+    raise NotImplementedError("exercise 4.1: write gelu_tanh")
 
 
 def gelu_tanh_grad(x):
     """d gelu_tanh(x) / dx, elementwise; same shape and dtype as x."""
-    raise NotImplementedError("exercise 1: write gelu_tanh_grad")
+    raise NotImplementedError("exercise 4.1: write gelu_tanh_grad")
 '''
 
 ANSWER = '''
@@ -77,7 +77,7 @@ def gelu_tanh_grad(x):
 
 CELLS = [
     md(r"""
-    # Exercise 1: GELU and its derivative
+    # Exercise 4.1: GELU and its derivative
 
     Between its two linear layers, GPT-2's MLP applies GELU to every one of the $4C$ numbers of
     each position ({cite}`hendrycks2016gaussian`, {cite}`radford2019language`). In this exercise you

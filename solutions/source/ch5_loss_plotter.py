@@ -1,7 +1,7 @@
-"""Exercise 5: a loss plotter that smooths the curve and finds its three phases, defined exactly."""
+"""Exercise 5.2: a loss plotter that smooths the curve and finds its three phases, defined exactly."""
 from build_notebooks import code, graded, md, setup, task, uses
 
-NUMBER, EXERCISE = 5, "ex5"
+NUMBER, EXERCISE = "5.2", "ex5"
 
 STUB = '''
 import numpy as np
@@ -10,18 +10,18 @@ import numpy as np
 def smooth(losses, window):
     """Trailing mean: s[t] = mean(losses[max(0, t - window + 1) : t + 1]). -> float64 array, same length.
     window: an integer >= 1, else ValueError."""
-    raise NotImplementedError("exercise 5: write smooth")
+    raise NotImplementedError("exercise 5.2: write smooth")
 
 
 def drop_rate(losses, window):
     """r[t] = (s[t - window] - s[t]) / window for t >= window (s = smooth(losses, window)),
     NaN for t < window. -> float64 array, same length."""
-    raise NotImplementedError("exercise 5: write drop_rate")
+    raise NotImplementedError("exercise 5.2: write drop_rate")
 
 
 def find_phases(losses, window=50, fast=0.3, plateau=0.03):
     """(end_fast, start_plateau), as defined in the exercise; each an int, or None if it never happens."""
-    raise NotImplementedError("exercise 5: write find_phases")
+    raise NotImplementedError("exercise 5.2: write find_phases")
 '''
 
 ANSWER = '''
@@ -71,7 +71,7 @@ PLOT_STUB = '''
 def plot_phases(losses, phases=None, window=50, log=False, ax=None):
     """Raw losses (faint), smoothed losses, and, if phases = (end_fast, start_plateau) is given,
     the three phases marked. log: a logarithmic loss axis. Returns the matplotlib Axes."""
-    raise NotImplementedError("exercise 5: write plot_phases")
+    raise NotImplementedError("exercise 5.2: write plot_phases")
 '''
 
 PLOT_ANSWER = '''
@@ -105,7 +105,7 @@ def plot_phases(losses, phases=None, window=50, log=False, ax=None):
 
 CELLS = [
     md(r"""
-    # Exercise 5: A loss plotter that finds the phases
+    # Exercise 5.2: A loss plotter that finds the phases
 
     A training loss curve has a typical shape: a fast initial drop (the model learns the easy
     statistics, such as which bytes are common), a slower middle, and a plateau where it improves

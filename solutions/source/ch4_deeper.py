@@ -1,13 +1,13 @@
-"""Exercise 2: count a GPT's parameters by formula, then compare doubling depth with doubling width."""
+"""Exercise 4.2: count a GPT's parameters by formula, then compare doubling depth with doubling width."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = 2, "ex2"
+NUMBER, EXERCISE = "4.2", "ex2"
 
 STUB = '''
 def count_params(config):
     """The number of parameters of a GPT-2-style model with this config (lib.config.GPTConfig),
     counting the output head, which shares the token embedding's matrix, zero times. -> int"""
-    raise NotImplementedError("exercise 2: write count_params")
+    raise NotImplementedError("exercise 4.2: write count_params")
 '''
 
 ANSWER = '''
@@ -25,7 +25,7 @@ def count_params(config):
 
 CELLS = [
     md(r"""
-    # Exercise 2: Deeper or wider?
+    # Exercise 4.2: Deeper or wider?
 
     How many parameters does a GPT have, and where are they? In this exercise you write a function
     that answers from the configuration alone, check it against real models, and then use it to

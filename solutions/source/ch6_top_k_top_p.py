@@ -1,7 +1,7 @@
-"""Exercise 4: top-k and top-p filters, a sampler built on them, and samples from a trained model."""
+"""Exercise 6.2: top-k and top-p filters, a sampler built on them, and samples from a trained model."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = 4, "ex4"
+NUMBER, EXERCISE = "6.2", "ex4"
 
 STUB = '''
 import numpy as np
@@ -10,20 +10,20 @@ import numpy as np
 def top_k_filter(logits, k):
     """logits (..., V) -> same shape and dtype: per row, the logits >= the k-th largest
     (ties with it included) unchanged, the rest -inf. k >= V keeps all; k < 1: ValueError."""
-    raise NotImplementedError("exercise 4: write top_k_filter")
+    raise NotImplementedError("exercise 6.2: write top_k_filter")
 
 
 def top_p_filter(logits, p):
     """logits (..., V) -> same shape and dtype: per row, the smallest set of most likely tokens
     whose probability reaches p (ties with its last token included) unchanged, the rest -inf.
     p = 1 keeps all; p outside (0, 1]: ValueError."""
-    raise NotImplementedError("exercise 4: write top_p_filter")
+    raise NotImplementedError("exercise 6.2: write top_p_filter")
 
 
 def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
     """logits (B, V) -> (B,) int token ids, one per row, drawn with rng (a numpy Generator).
     temperature 0: the argmax. Otherwise: divide by the temperature, then top-k, then top-p."""
-    raise NotImplementedError("exercise 4: write sample")
+    raise NotImplementedError("exercise 6.2: write sample")
 '''
 
 ANSWER = '''
@@ -80,7 +80,7 @@ def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
 
 CELLS = [
     md(r"""
-    # Exercise 4: Top-k and top-p
+    # Exercise 6.2: Top-k and top-p
 
     A language model gives a probability to every token of its vocabulary, and most of those
     probabilities are tiny. Sampling from the whole distribution picks one of the many unlikely

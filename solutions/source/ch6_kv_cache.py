@@ -1,7 +1,7 @@
-"""Exercise 3: add a KV cache to a cache-less greedy generator; same tokens, fewer computations."""
+"""Exercise 6.1: add a KV cache to a cache-less greedy generator; same tokens, fewer computations."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = 3, "ex3"
+NUMBER, EXERCISE = "6.1", "ex3"
 
 STUB = '''
 import numpy as np
@@ -17,16 +17,16 @@ class KVCache:
     it after each forward pass."""
 
     def __init__(self, config, batch, dtype=np.float32):
-        raise NotImplementedError("exercise 3: write KVCache")
+        raise NotImplementedError("exercise 6.1: write KVCache")
 
     def update(self, layer, k, v):
-        raise NotImplementedError("exercise 3: write KVCache.update")
+        raise NotImplementedError("exercise 6.1: write KVCache.update")
 
 
 def generate_cached(model, idx, max_new_tokens):
     """Greedy generation with a KVCache: the same tokens as generate_nocache.
     idx: (B, T) int array -> (B, T + max_new_tokens) int array."""
-    raise NotImplementedError("exercise 3: write generate_cached")
+    raise NotImplementedError("exercise 6.1: write generate_cached")
 '''
 
 ANSWER = '''
@@ -70,7 +70,7 @@ def generate_cached(model, idx, max_new_tokens):
 
 CELLS = [
     md(r"""
-    # Exercise 3: A KV cache
+    # Exercise 6.1: A KV cache
 
     A generator that recomputes the whole sequence for every new token does the same work again and
     again: the keys and values of the earlier positions do not change when a token is appended
