@@ -6,7 +6,8 @@
   validates every `eval_interval` steps, checkpoints (`lib.checkpoint`), resumes, stops on a
   NaN or infinite loss, and returns the loss history (also written to `out/history.json`).
 - `evaluate_loss(model, ids)`: a model's mean cross-entropy over a whole token array (either
-  twin, no dropout); each twin's `perplexity(loss)` is its exponential.
+  twin, no dropout); `perplexity(model, ids)` is its exponential (each twin's `perplexity(loss)`
+  is that exponential alone).
 - `python -m lib.train [options]`: the command line over `train` (`--help` lists the options).
   `--recipe gpt2` sets every option to train GPT-2 Small as GPT-3's paper trained its 125M
   model (`RECIPES`), for example on the shards of `python -m lib.shards` (`--data FOLDER`).
@@ -197,6 +198,13 @@ def evaluate_loss(model, ids, block_size=None, batch_size=16):
         xb, yb = x[i:i + batch_size], y[i:i + batch_size]     # (b, T) each, b <= batch_size
         total += estimate_loss(model, [(as_model_ids(model, xb), as_model_ids(model, yb))]) * len(xb)
     return total / n
+
+
+def perplexity(model, ids, block_size=None, batch_size=16):
+    """exp(`evaluate_loss(model, ids, ...)`): the number of equally likely tokens that would leave
+    the model as unsure as it is, on average, of each next token in `ids`. A model that guesses
+    uniformly over V tokens has loss ln V and perplexity V; a perfect one has perplexity 1."""
+    return math.exp(evaluate_loss(model, ids, block_size, batch_size))
 
 
 def _check_args(model, train_data, val_data, *, lr, min_lr, step_batch, out, resume, **ints):

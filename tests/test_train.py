@@ -23,7 +23,7 @@ from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.checkpoint import latest_checkpoint, load_checkpoint
 from lib.config import GPTConfig, uses_weight_decay
-from lib.train import lr_at, main, read_history, train
+from lib.train import evaluate_loss, lr_at, main, perplexity, read_history, train
 
 F64 = 1e-10
 
@@ -82,6 +82,25 @@ def test_cross_entropy_is_stable_and_perplexity_of_uniform_is_vocab_size():
     loss, _ = nt.cross_entropy(np.zeros((2, 3, 256)), np.zeros((2, 3), int))
     assert nt.perplexity(loss) == pytest.approx(256, rel=1e-12)
     assert tt.perplexity(torch.tensor(loss)) == pytest.approx(256, rel=1e-6)
+
+
+def test_perplexity_of_a_model_is_exp_of_its_loss_for_both_twins():
+    """A model whose token embedding is zero (so its tied head too) gives every token logit 0:
+    uniform over V, loss ln V and perplexity V (up to float32 rounding, 1e-5). The twins agree
+    on the same weights to the float32 bound 1e-4."""
+    ids = corpus(200)
+    numpy_model, torch_model = nt.GPT(tiny(), seed=3), tt.GPT(tiny(), seed=3)
+    assert perplexity(numpy_model, ids) == pytest.approx(math.exp(evaluate_loss(numpy_model, ids)), rel=1e-12)
+    assert perplexity(torch_model, ids) == pytest.approx(perplexity(numpy_model, ids), rel=1e-4)
+    dict(numpy_model.named_parameters())["wte.weight"][:] = 0.0
+    with torch.no_grad():
+        torch_model.wte.weight.zero_()
+    for model in (numpy_model, torch_model):
+        assert perplexity(model, ids, block_size=8) == pytest.approx(64, rel=1e-5)
+    with pytest.raises(ValueError, match="token id 64, but the model's vocab_size is 64"):
+        perplexity(numpy_model, np.full(40, 64))
+    with pytest.raises(ValueError, match="block_size must be between 1 and the model's n_ctx=16, got 0"):
+        perplexity(torch_model, ids, block_size=0)
 
 
 def test_cross_entropy_rejects_targets_outside_the_vocabulary():
