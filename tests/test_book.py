@@ -15,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import answer_leaks  # noqa: E402
 from book_toc import source_of, toc_docnames  # noqa: E402
 from strip_outputs import NOTEBOOK_DIRS, find_outputs, notebooks, strip  # noqa: E402
 
@@ -218,3 +219,73 @@ def test_strip_outputs_cleans_what_the_check_flags(tmp_path):
     assert strip_outputs.main(["--check", str(path)]) == 0
     strip(nb)
     assert find_outputs(nb) == []
+
+
+# ---------------------------------------------------------------- no answer before its exercise
+# tools/answer_leaks.py: an exercise's answer (its solution's graded lines, the source of the lib
+# names its hidden tests block) must not appear in the code of any page before it.
+
+
+def _as_rendered(source):
+    """Code as the book renders a code cell: Pygments spans and HTML escapes inside <pre>."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+    return ('<div class="cell_input docutils container"><div class="highlight-ipython3 notranslate">'
+            '<div class="highlight"><pre><span></span>' + highlight(source, PythonLexer(), HtmlFormatter(nowrap=True))
+            + "</pre></div></div></div>")
+
+
+def _graded(exercise, folder="solutions"):
+    return answer_leaks.graded_source(ROOT / folder / f"{exercise.notebook}.ipynb", exercise.id)
+
+
+def test_leak_detector_finds_answers_only_on_earlier_pages():
+    import textwrap
+
+    from lib.display import show
+    from lib.numpy_twin import model
+
+    gelu = next(e for e in answer_leaks.exercises() if e.id == "ex1")
+    answers = {"exercises/ch4_gelu": answer_leaks.answer_statements(gelu)}
+    solution = _graded(gelu)
+    reindented = textwrap.indent(solution.replace("\n", "  # a comment of the page's own\n"), "    ")
+    pages = {"chapters/03_attention": "<h1>3.</h1>" + _as_rendered(_graded(gelu, "exercises")),   # the stub
+             "chapters/04_model": "<p>GELU</p>" + _as_rendered(reindented),
+             "chapters/04b_more": show(model.gelu_backward).data,                              # lib's answer
+             "exercises/ch4_gelu": _as_rendered(solution),
+             "chapters/05_training": _as_rendered(solution)}                                   # after: allowed
+    leaks = answer_leaks.find_leaks({p: answer_leaks.code_text(h) for p, h in pages.items()}, answers)
+    by_page = {p: {s for _, q, s in leaks if q == p} for p in pages}
+    assert by_page["chapters/04_model"] == answer_leaks.statements(solution) & answers["exercises/ch4_gelu"] != set()
+    assert by_page["chapters/04b_more"] and by_page["chapters/03_attention"] == set()
+    assert by_page["chapters/05_training"] == by_page["exercises/ch4_gelu"] == set()
+    assert answer_leaks.code_text("<pre>a &lt; b &amp;&amp; <span>c</span></pre><p>d</p>") == "a < b && c\n"
+
+
+def test_no_page_shows_an_answer_before_its_exercise(book):
+    pages = answer_leaks.book_pages(book.html)
+    answers = answer_leaks.book_answers(pages)
+    assert answers, "the book holds no exercise"
+    leaks = answer_leaks.find_leaks(pages, answers)
+    assert not leaks, "answers shown before their exercise:\n" + "\n".join(
+        f"{page} shows the answer of {exercise}: {statement}" for exercise, page, statement in leaks[:40])
+
+
+def test_an_answer_planted_on_an_earlier_page_is_found(book):
+    pages = answer_leaks.book_pages(book.html)
+    answers = answer_leaks.book_answers(pages)
+    order = list(pages)
+    before = set(answer_leaks.find_leaks(pages, answers))
+    for exercise in answer_leaks.exercises():
+        page = f"exercises/{exercise.notebook}"
+        if page not in answers:
+            continue
+        earlier = [p for p in order[:order.index(page)] if p.startswith("chapters/")][-1]
+        html = (book.html / f"{earlier}.html").read_text(encoding="utf-8")
+        planted = html.replace("</main>", _as_rendered(_graded(exercise)) + "</main>", 1)
+        assert planted != html, f"{earlier}.html has no <main> to plant in"
+        found = set(answer_leaks.find_leaks({**pages, earlier: answer_leaks.code_text(planted)}, answers)) - before
+        expected = answer_leaks.statements(_graded(exercise)) & answers[page]
+        assert expected, f"{exercise.id}: its solution has no statement the detector can look for"
+        assert {(page, earlier, s) for s in expected} <= found, f"{exercise.id}: planted on {earlier}, not found"

@@ -1,0 +1,182 @@
+"""Which pages of the built book show an exercise's answer before the exercise.
+
+    python tools/answer_leaks.py          # after tools/build_book.py; lists leaks, exit 1 if any
+
+An exercise's answer, as statements (code lines without their comments, whitespace removed):
+- the lines of its solution's graded cells that its stub's graded cells do not have;
+- the source lines of the lib names its hidden tests block while grading (`EXERCISE.blocked`);
+less the trivial ones (imports, lines under MIN_LENGTH characters) and the lines that lib's
+other code also has (a chapter may show that code). A page leaks the answer
+when the code it shows (every <pre> block, as text: what the reader sees of highlighted code
+and of printed output) contains one of these statements, and the page comes before the
+exercise in the book's reading order (_toc.yml).
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import io
+import sys
+import textwrap
+import tokenize
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+MIN_LENGTH = 20                       # characters, whitespace removed: shorter lines are too common
+
+
+def normalise(line: str) -> str:
+    return "".join(line.split())
+
+
+def _code_lines(source: str) -> list[str]:
+    """The lines of Python source, comments removed (a comment may differ where the code does not)."""
+    lines = source.splitlines()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                row, col = token.start
+                lines[row - 1] = lines[row - 1][:col]
+    except (tokenize.TokenError, IndentationError):
+        pass                                                   # keep the comments of what does not tokenize
+    return lines
+
+
+def statements(source: str) -> set[str]:
+    """The distinctive statements of a piece of code: no imports, nothing under MIN_LENGTH."""
+    found = set()
+    for line in _code_lines(source):
+        text = normalise(line)
+        if len(text) >= MIN_LENGTH and not line.lstrip().startswith(("import ", "from ")):
+            found.add(text)
+    return found
+
+
+# ---- what each exercise's answer is --------------------------------------------------------------
+def graded_source(notebook: Path, exercise_id: str) -> str:
+    nb = nbformat.read(notebook, as_version=4)
+    return "\n".join(c.source for c in nb.cells if f"graded:{exercise_id}" in c.metadata.get("tags", []))
+
+
+def _definitions(module) -> list[str]:
+    """The names of a module's top-level functions and classes."""
+    tree = ast.parse(inspect.getsource(module))
+    return [node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def blocked_sources(blocked) -> list[str]:
+    """The source of every blocked lib name ("module:name", "module:Class.method", "module:*")."""
+    sources = []
+    for entry in blocked:
+        module_name, _, name = entry.partition(":")
+        module = importlib.import_module(module_name)
+        for qualname in _definitions(module) if name == "*" else [name]:
+            obj = module
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            sources.append(textwrap.dedent(inspect.getsource(obj)))
+    return sources
+
+
+def shared_statements(sources) -> set[str]:
+    """lib's lines less the blocked sources' lines, each taken out once: what is left of a
+    blocked line is shared with code that a chapter may show."""
+    counts = Counter()
+    for path in (ROOT / "lib").rglob("*.py"):
+        counts.update(normalise(line) for line in _code_lines(path.read_text(encoding="utf-8")))
+    for source in sources:
+        counts.subtract(normalise(line) for line in _code_lines(source))
+    return {line for line, n in counts.items() if n > 0}
+
+
+def answer_statements(exercise) -> set[str]:
+    """The statements that give away `exercise` (a grader.spec.Exercise)."""
+    answer = graded_source(ROOT / "solutions" / f"{exercise.notebook}.ipynb", exercise.id)
+    stub = graded_source(ROOT / "exercises" / f"{exercise.notebook}.ipynb", exercise.id)
+    lib_sources = blocked_sources(exercise.blocked)
+    wanted = statements(answer).union(*map(statements, lib_sources))
+    return wanted - statements(stub) - shared_statements(lib_sources)
+
+
+def exercises() -> list:
+    """Every exercise of solutions/hidden_tests whose solution notebook exists."""
+    sys.path.insert(0, str(ROOT))
+    from grader import DEFAULT_TESTS, load_hidden_tests
+    found = [m.EXERCISE for m in load_hidden_tests(DEFAULT_TESTS).values()]
+    return [e for e in found if (ROOT / "solutions" / f"{e.notebook}.ipynb").exists()]
+
+
+# ---- what a page shows ---------------------------------------------------------------------------
+class _PreText(HTMLParser):
+    """The text inside <pre> elements, entities decoded, highlighting spans dropped."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth, self.parts = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "pre":
+            self.depth += 1
+
+    def handle_endtag(self, tag):
+        if tag == "pre" and self.depth:
+            self.depth -= 1
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if self.depth:
+            self.parts.append(data)
+
+
+def code_text(html: str) -> str:
+    """What a page shows as code: the text of its <pre> blocks."""
+    parser = _PreText()
+    parser.feed(html)
+    parser.close()
+    return "".join(parser.parts)
+
+
+def find_leaks(pages: dict[str, str], answers: dict[str, set[str]]) -> list[tuple[str, str, str]]:
+    """(exercise page, earlier page, statement) for every answer statement that an earlier page shows.
+
+    pages: {page: its code text}, in reading order; answers: {exercise page: its statements}.
+    """
+    order = list(pages)
+    leaks = []
+    for exercise_page, wanted in answers.items():
+        for page in order[:order.index(exercise_page)]:
+            shown = [normalise(line) for line in pages[page].splitlines()]
+            leaks += [(exercise_page, page, s) for s in sorted(wanted) if any(s in line for line in shown)]
+    return leaks
+
+
+def book_pages(html_dir: Path) -> dict[str, str]:
+    """{docname: code text} of the built book's pages, in _toc.yml's order."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from book_toc import toc_docnames
+    return {d: code_text((html_dir / f"{d}.html").read_text(encoding="utf-8")) for d in toc_docnames()
+            if (html_dir / f"{d}.html").exists()}
+
+
+def book_answers(pages) -> dict[str, set[str]]:
+    """{exercise page: its answer statements}, for the exercises the book holds."""
+    return {f"exercises/{e.notebook}": answer_statements(e) for e in exercises()
+            if f"exercises/{e.notebook}" in pages}
+
+
+def main() -> int:
+    pages = book_pages(ROOT / "_build" / "html")
+    leaks = find_leaks(pages, book_answers(pages))
+    for exercise_page, page, statement in leaks:
+        print(f"{page} shows the answer of {exercise_page}: {statement}")
+    return 1 if leaks else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
