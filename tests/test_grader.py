@@ -32,7 +32,7 @@ from grader.spec import Config, Model, Rng, Verdict, close, equal, filtered, fre
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {"ex1": "ch4_gelu", "ex2": "ch4_deeper", "ex3": "ch6_kv_cache", "ex4": "ch6_top_k_top_p",
-             "ex5": "ch5_loss_plotter"}
+             "ex5": "ch5_loss_plotter", "ex8": "ch4_backward", "ex6": "ch1_bpe", "ex10": "ch7_finetune_loss"}
 TAMPER_CPU_CAP = 3
 
 
@@ -529,6 +529,70 @@ def test_references_agree_with_lib(hidden):
     z = np.random.default_rng(0).normal(0, 2, (5, 40))
     for settings in (dict(temperature=0.7, top_k=5), dict(temperature=1.2, top_p=0.8), dict(top_k=3, top_p=0.5)):
         assert np.allclose(hidden["ex4"].probabilities(z, **settings), filtered_probs(z, **settings), atol=1e-12)
+
+
+def test_finetune_reference_agrees_with_lib(hidden):
+    from lib.config import GPTConfig
+    from lib.numpy_twin import GPT
+    from lib.numpy_twin.finetune import ClassifierHead, finetune_loss
+
+    model = GPT(GPTConfig(vocab_size=20, n_ctx=8, n_layer=1, n_head=2, n_embd=8), seed=1, dtype=np.float64)
+    head = ClassifierHead(8, 3, seed=1).astype(np.float64)
+    x, labels = np.random.default_rng(0).integers(0, 20, (2, 8)), np.array([2, 0])
+    model.zero_grad()
+    head.zero_grad()
+    losses = finetune_loss(model, head, x, labels, 0.5)
+    logits, states = model.forward(x, return_hidden=True)
+    want = hidden["ex10"].REFERENCE["finetune_loss"](states, logits, x, labels, head.weight, head.bias, 0.5)
+    assert np.allclose([want["loss"], want["cls_loss"], want["lm_loss"]], losses, rtol=1e-12)
+    assert np.allclose(want["dweight"], head.grads["weight"], rtol=1e-10, atol=1e-14)
+    assert np.allclose(want["dbias"], head.grads["bias"], rtol=1e-10, atol=1e-14)
+    grads = dict(model.named_grads())
+    model.zero_grad()
+    model.backward(want["dlogits"], dhidden=want["dhidden"])
+    for name, g in model.named_grads():
+        assert np.allclose(g, grads[name], rtol=1e-10, atol=1e-14), name
+
+
+def test_bpe_reference_agrees_with_lib(hidden):
+    import regex
+
+    from lib import tokenizer as tk
+
+    module = hidden["ex6"]
+    assert module.GPT2_SPLIT_PATTERN == tk.GPT2_SPLIT_PATTERN
+    for _, text, n, _ in module.CASES:
+        merges, ids = module.train_bpe(text, n)
+        chunks = regex.findall(tk.GPT2_SPLIT_PATTERN, text)
+        assert tk.train_naive(chunks, len(merges)) == tk.train_fast(chunks, len(merges)) == merges
+        assert tk.BPETokenizer(merges).encode(text) == ids
+        if len(merges) < n:                                  # stopped early: lib raises for one more
+            with pytest.raises(ValueError, match="ran out of pairs"):
+                tk.train_naive(chunks, len(merges) + 1)
+
+
+def test_backward_reference_agrees_with_lib(hidden):
+    from lib.config import GPTConfig
+    from lib.numpy_twin import GPT, LayerNorm
+
+    rng = np.random.default_rng(0)
+    ln = LayerNorm(8).astype(np.float64)
+    ln.weight[...] = rng.normal(1, 0.5, 8)
+    _, cache = ln.forward(rng.normal(2, 3, (2, 5, 8)))
+    dy = rng.standard_normal((2, 5, 8))
+    ln.zero_grad()
+    dx, dweight, dbias = hidden["ex8"].layernorm_backward(dy, cache, ln.weight)
+    assert np.allclose(dx, ln.backward(dy, cache), rtol=1e-12, atol=1e-14)
+    assert np.allclose([dweight, dbias], [ln.grads["weight"], ln.grads["bias"]], rtol=1e-12, atol=1e-14)
+    for config in hidden["ex8"].CONFIGS.values():
+        block = GPT(GPTConfig(**config), seed=1, dtype=np.float64).h[0]
+        x = rng.standard_normal((2, 5, config["n_embd"]))
+        _, cache = block.forward(x)
+        block.zero_grad()
+        want = block.backward(x, cache), dict(block.named_grads())
+        got = hidden["ex8"].expected_block(config, 1, 0, x, x)
+        assert np.allclose(got[0], want[0], rtol=1e-12, atol=1e-14)
+        assert all(np.allclose(got[1][n], g, rtol=1e-12, atol=1e-14) for n, g in want[1].items())
 
 
 # ---- what comes back from the sandbox ---------------------------------------------------------------------
