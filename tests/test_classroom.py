@@ -1,0 +1,260 @@
+"""grader/classroom.py: a class of submissions (solutions, untouched stubs, wrong answers, broken
+files) graded into the expected gradebook; a broken notebook leaves every other score as it is
+when graded alone; the gradebook is replaced atomically; hostile student names.
+
+Needs bubblewrap, like tests/test_grader.py. The class is graded once, with two jobs, a CPU cap of
+2 s per sandbox (the answers need a fraction of it; the hanging cell ends there) and 512 MiB of
+memory (the answers fit; the memory-hungry cell ends there).
+"""
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import DEFAULT_TESTS, grade_submission, load_hidden_tests
+from grader.classroom import (Row, cell, find_students, main, safe_name, write_feedback, write_gradebook)
+from grader.sandbox import check_bwrap
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = {"ex1": "ch4_gelu", "ex2": "ch4_deeper", "ex5": "ch5_loss_plotter"}
+CPU_CAP, MEMORY_MB = 2, 512
+
+spec = importlib.util.spec_from_file_location("wrong_fixtures_for_classroom", ROOT / "solutions" / "fixtures" / "wrong.py")
+wrong = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(wrong)
+
+HANG = "while True:\n    pass\n"
+EAT_MEMORY = "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.ones(1 << 23))\n"
+
+
+def stub(exercise):
+    return nbformat.read(ROOT / "exercises" / f"{NOTEBOOKS[exercise]}.ipynb", as_version=4)
+
+
+def graded(nb, exercise):
+    return next(c for c in nb.cells if f"graded:{exercise}" in c.metadata.get("tags", []))
+
+
+def solution_code(exercise):
+    nb = nbformat.read(ROOT / "solutions" / f"{NOTEBOOKS[exercise]}.ipynb", as_version=4)
+    return graded(nb, exercise).source
+
+
+def wrong_code(exercise, name):
+    return wrong.apply(solution_code(exercise), next(w for w in wrong.WRONG if (w.exercise, w.name) == (exercise, name)))
+
+
+def handed_in(path, exercise, code=None, edit=None):
+    """The exercise's notebook at `path`, its graded cell holding `code` (None: the stub), then `edit(nb)`."""
+    nb = stub(exercise)
+    if code is not None:
+        graded(nb, exercise).source = code
+    if edit is not None:
+        edit(nb)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def huge_output(path, megabytes=100):
+    """A notebook whose one cell printed `megabytes` MB, written in pieces."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", '
+                '"metadata": {"tags": ["graded:ex1"]}, "source": "print(1)", "execution_count": 1, '
+                '"outputs": [{"output_type": "stream", "name": "stdout", "text": "')
+        for _ in range(megabytes):
+            f.write("x" * 1_000_000)
+        f.write('"}]}]}')
+
+
+def class_folder(root):
+    """Thirteen students, one or more notebooks each, and one notebook that names no student."""
+    sub = root / "submissions"
+    for ex in NOTEBOOKS:                                               # alice: every solution
+        handed_in(sub / "alice" / f"{NOTEBOOKS[ex]}.ipynb", ex, solution_code(ex))
+    handed_in(sub / "alice" / ".ipynb_checkpoints" / "ch4_gelu-checkpoint.ipynb", "ex1")   # skipped
+    handed_in(sub / "bob_ch4_gelu.ipynb", "ex1")                        # bob: files in the folder, a stub
+    handed_in(sub / "bob_ch4_deeper.ipynb", "ex2", solution_code("ex2"))
+    handed_in(sub / "carol" / "ch4_gelu.ipynb", "ex1", wrong_code("ex1", "wrong_constant"))
+    handed_in(sub / "carol" / "ch4_deeper.ipynb", "ex2", wrong_code("ex2", "no_qkv_biases"))
+    handed_in(sub / "dave" / "week5" / "ch5_loss_plotter.ipynb", "ex5", wrong_code("ex5", "window_plus_one"))
+    (sub / "erin").mkdir()
+    (sub / "erin" / "ch4_gelu.ipynb").write_text('{"cells": [', encoding="utf-8")            # not JSON
+    handed_in(sub / "erin" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))
+    (sub / "frank").mkdir()
+    (sub / "frank" / "ch4_gelu.ipynb").write_text(json.dumps({"cells": "none"}), encoding="utf-8")   # not a notebook
+    handed_in(sub / "grace" / "ch4_gelu.ipynb", "ex1",                 # the graded cell deleted
+              edit=lambda nb: nb.cells.remove(graded(nb, "ex1")))
+    handed_in(sub / "heidi" / "ch4_gelu.ipynb", "ex1", solution_code("ex1"),   # its tag renamed
+              edit=lambda nb: graded(nb, "ex1").metadata.update(tags=["graded:ex1-mine"]))
+    handed_in(sub / "heidi" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))  # two notebooks of one exercise
+    handed_in(sub / "heidi" / "ch4_deeper_copy.ipynb", "ex2", solution_code("ex2"))
+    handed_in(sub / "ivan" / "ch4_gelu.ipynb", "ex1", solution_code("ex1"),    # the graded cell twice
+              edit=lambda nb: nb.cells.insert(nb.cells.index(graded(nb, "ex1")),
+                                              nbformat.from_dict({**graded(nb, "ex1"), "id": "ex1-again"})))
+    (sub / "judy").mkdir()
+    huge_output(sub / "judy" / "ch4_gelu.ipynb")                        # 100 MB of output
+    handed_in(sub / "mallory" / "ch4_gelu.ipynb", "ex1", solution_code("ex1"))
+    handed_in(sub / "mallory" / "ch4_deeper.ipynb", "ex2", HANG + solution_code("ex2"))
+    handed_in(sub / "oscar" / "ch4_deeper.ipynb", "ex2", EAT_MEMORY + solution_code("ex2"))
+    handed_in(sub / "=1+1" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))   # a formula for a name
+    handed_in(sub / "peggy" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))  # one student, two sources
+    handed_in(sub / "Peggy_ch4_gelu.ipynb", "ex1", solution_code("ex1"))
+    handed_in(sub / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))           # whose?
+    return sub
+
+
+MISSING = "no notebook handed in names it"
+CLASH = ("not graded: Peggy_ch4_gelu.ipynb, peggy/ give the same student name (or names that differ only "
+         "in case or punctuation); rename them so that each student has one folder or one file-name prefix")
+EXPECTED = [
+    ["student", "ch4_gelu", "ch4_deeper", "ch5_loss_plotter", "total", "max", "error"],
+    ["'=1+1", "0", "12", "0", "12", "53", f"ch4_gelu: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
+    ["alice", "24", "12", "17", "53", "53", ""],
+    ["bob", "0", "12", "0", "12", "53", f"ch5_loss_plotter: missing: {MISSING}"],
+    ["carol", "CAROL_GELU", "CAROL_DEEPER", "0", "CAROL_TOTAL", "53", f"ch5_loss_plotter: missing: {MISSING}"],
+    ["ch4_deeper.ipynb", "0", "0", "0", "0", "53",
+     "not graded: a notebook directly in submissions/ is named STUDENT_<exercise>.ipynb, or lies in a folder "
+     "named after its student"],
+    ["dave", "0", "0", "DAVE_PLOTTER", "DAVE_PLOTTER", "53",
+     f"ch4_gelu: missing: {MISSING}; ch4_deeper: missing: {MISSING}"],
+    ["erin", "0", "12", "0", "12", "53",
+     f"ch4_gelu.ipynb: cannot read the notebook: it is not JSON (JSONDecodeError); ch5_loss_plotter: missing: {MISSING}"],
+    ["frank", "0", "0", "0", "0", "53",
+     "ch4_gelu.ipynb: cannot read the notebook: it is not a Jupyter notebook of format 4 with a list of cells; "
+     f"ch4_deeper: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
+    ["grace", "0", "0", "0", "0", "53",
+     f"ch4_gelu: no-graded-cells: no code cell is tagged graded:ex1; ch4_deeper: missing: {MISSING}; "
+     f"ch5_loss_plotter: missing: {MISSING}"],
+    ["heidi", "0", "0", "0", "0", "53",
+     "ch4_gelu: no-graded-cells: no code cell is tagged graded:ex1; ch4_deeper: duplicated: 2 files name this "
+     f"exercise (ch4_deeper.ipynb, ch4_deeper_copy.ipynb): none is graded; ch5_loss_plotter: missing: {MISSING}"],
+    ["ivan", "24", "0", "0", "24", "53", f"ch4_deeper: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
+    ["judy", "0", "0", "0", "0", "53",
+     f"ch4_gelu.ipynb: cannot read the notebook: it is larger than 32 MiB; ch4_deeper: missing: {MISSING}; "
+     f"ch5_loss_plotter: missing: {MISSING}"],
+    ["mallory", "24", "0", "0", "24", "53",
+     f"ch4_deeper: timeout: timed out: over the limit of {CPU_CAP} s of CPU time (tests 'main'); "
+     f"ch5_loss_plotter: missing: {MISSING}"],
+    ["oscar", "0", "0", "0", "0", "53",
+     "ch4_gelu: missing: no notebook handed in names it; ch4_deeper: load-error: the graded cells failed to load: "
+     "MemoryError: Unable to allocate 64.0 MiB for an array with shape (8388608,) and data type float64; "
+     f"ch5_loss_plotter: missing: {MISSING}"],
+    ["Peggy", "0", "0", "0", "0", "53", CLASH],
+    ["peggy", "0", "0", "0", "0", "53", CLASH],
+]
+
+
+@pytest.fixture(scope="module")
+def hidden():
+    check_bwrap()                                                       # raises, saying what to install
+    return load_hidden_tests(DEFAULT_TESTS)
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory, hidden):
+    root = tmp_path_factory.mktemp("class")
+    sub = class_folder(root)
+    status = main([str(sub), "--csv", str(root / "grades.csv"), "--feedback", str(root / "feedback"),
+                   "--jobs", "2", "--assignment", "ex1,ex2,ex5", "--timeout", str(CPU_CAP),
+                   "--memory-mb", str(MEMORY_MB)])
+    with open(root / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return sub, status, rows, root / "feedback"
+
+
+def alone(paths, hidden):
+    """Grade one student's notebooks by themselves, as `python -m grader` would."""
+    return grade_submission(paths, assignment=list(NOTEBOOKS), timeout=CPU_CAP, memory_mb=MEMORY_MB,
+                            hidden=hidden)
+
+
+@pytest.fixture(scope="module")
+def carol(graded_class, hidden):
+    """Carol's wrong answers graded alone."""
+    sub = graded_class[0]
+    return alone([sub / "carol" / "ch4_gelu.ipynb", sub / "carol" / "ch4_deeper.ipynb"], hidden)
+
+
+def test_the_class_gets_the_expected_gradebook(graded_class, carol, hidden):
+    sub, status, rows, _ = graded_class
+    dave = alone([sub / "dave" / "week5" / "ch5_loss_plotter.ipynb"], hidden)
+    gelu, deeper = (nb.exercise.score for nb in carol.notebooks)
+    plotter = dave.notebooks[0].exercise.score
+    assert gelu < 24 and deeper < 12 and plotter < 17, (gelu, deeper, plotter)   # wrong answers lose points
+    values = {"CAROL_GELU": gelu, "CAROL_DEEPER": deeper, "CAROL_TOTAL": gelu + deeper, "DAVE_PLOTTER": plotter}
+    expected = [[str(values.get(v, v)) for v in row] for row in EXPECTED]
+    assert rows == expected
+    assert status == 1                                                   # written, with errors in some rows
+
+
+def test_a_broken_notebook_leaves_the_other_scores_as_when_graded_alone(graded_class, hidden):
+    sub, _, rows, _ = graded_class
+    by_student = {row[0]: row for row in rows[1:]}
+    for student, paths in [("alice", sorted((sub / "alice").glob("*.ipynb"))),
+                           ("mallory", [sub / "mallory" / "ch4_gelu.ipynb"])]:    # her other notebook hangs
+        scores = {nb.exercise.exercise: nb.exercise.score for nb in alone(paths, hidden).notebooks}
+        assert [str(scores.get(ex, 0)) for ex in NOTEBOOKS] == by_student[student][1:4], student
+
+
+def test_a_hanging_cell_is_stopped_by_its_time_limit(graded_class):
+    _, _, rows, feedback = graded_class
+    mallory = next(row for row in rows if row[0] == "mallory")
+    assert f"timed out: over the limit of {CPU_CAP} s of CPU time" in mallory[-1]
+    assert "ch4_deeper.ipynb\n  ex2 Deeper: 0/12  [timeout]" in (feedback / "mallory.txt").read_text()
+
+
+def test_feedback_files_hold_each_test_message_and_no_expected_value(graded_class, carol):
+    sub, _, _, feedback = graded_class
+    assert sorted(p.name for p in feedback.iterdir()) == sorted(
+        ["_1_1.txt", "alice.txt", "bob.txt", "carol.txt", "dave.txt", "erin.txt", "frank.txt", "grace.txt",
+         "heidi.txt", "ivan.txt", "judy.txt", "mallory.txt", "oscar.txt"])
+    text = (feedback / "carol.txt").read_text()
+    tests = [t for nb in carol.notebooks for t in nb.exercise.tests]
+    for t in tests:
+        assert f"{'PASS' if t.passed else 'FAIL'} {t.name} ({t.points} pt): {t.message}" in text
+    assert any(t.detail for t in tests) and not any(t.detail in text for t in tests if t.detail)
+    assert str(sub) not in text and "carol/ch4_gelu.ipynb" not in text and "total: " in text
+
+
+def test_the_gradebook_is_replaced_atomically(tmp_path):
+    path = tmp_path / "grades.csv"
+    write_gradebook(path, ["student", "total"], [["alice", 3]])
+    before = path.read_bytes()
+
+    def rows():
+        yield ["bob", 1]
+        raise RuntimeError("the grader died midway")
+    with pytest.raises(RuntimeError, match="midway"):
+        write_gradebook(path, ["student", "total"], rows())
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
+
+
+def test_hostile_names_are_escaped_sanitised_and_clashes_refused(tmp_path, hidden):
+    assert [cell(v) for v in ("=cmd|'/C calc'!A0", "+1", "-1", "@SUM(A1)", "ann")] == \
+        ["'=cmd|'/C calc'!A0", "'+1", "'-1", "'@SUM(A1)", "ann"]
+    assert cell("a\nb\x1b[2J") == "a\\nb\\x1b[2J"
+    for name in ("..", "../../etc/passwd", "..\\..\\x", "a/b", ".hidden", "", "x" * 300, "é" * 300):
+        safe = safe_name(name)
+        assert safe and "/" not in safe and "\\" not in safe and not safe.startswith("."), name
+        assert len(safe.encode()) <= 200, name
+    sub = tmp_path / "submissions"
+    for name in ("ann b", "ann_b", "x\ny", "x\\..\\up", ".hidden"):
+        handed_in(sub / name / "ch4_gelu.ipynb", "ex1")
+    students = {s.name: s for s in find_students(sub, hidden)}
+    assert students["ann b"].problem and students["ann_b"].problem and "ann b/, ann_b/" in students["ann b"].problem
+    assert not students["x\ny"].problem and not students["x\\..\\up"].problem and ".hidden" not in students
+    feedback = tmp_path / "feedback"
+    write_feedback(feedback, [Row(name, {}, "", "report\n") for name in ("x\ny", "..\\up", "../../escape")])
+    assert sorted(p.name for p in feedback.iterdir()) == ["_.._escape.txt", "_up.txt", "x_y.txt"]
+    assert all(p.parent == feedback for p in feedback.rglob("*")) and not (tmp_path / "escape.txt").exists()
+
+
+def test_help_says_how_students_are_named(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "SUBMISSIONS/alice/" in out and "alice_ch4_gelu.ipynb" in out and "--jobs" in out
