@@ -182,7 +182,7 @@ def grade_student(student: Student, assignment: list[str], column: dict, options
 
 
 def grade_class(submissions: Path, assignment: list[str], hidden: dict, *, jobs: int = 1,
-                options: list[str] = ()) -> list[Row]:
+                options: tuple[str, ...] = ()) -> list[Row]:
     """One row per student of `submissions`, `jobs` students graded at a time."""
     submissions = submissions.resolve()
     column = {ex: hidden[ex].EXERCISE.notebook or ex for ex in assignment}
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
         check_bwrap()
         rows = grade_class(args.submissions, assignment, hidden, jobs=args.jobs, options=options)
     except SandboxUnavailable as e:
-        print(f"grader: nothing graded: {e}", file=sys.stderr)
+        print(f"grader.classroom: nothing graded, nothing written: {e}", file=sys.stderr)
         return 2
     header, lines = gradebook(rows, assignment, hidden)
     write_gradebook(args.csv, header, lines)

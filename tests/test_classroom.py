@@ -9,14 +9,15 @@ memory (the answers fit; the memory-hungry cell ends there).
 import csv
 import importlib.util
 import json
-import sys
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from grader import DEFAULT_TESTS, grade_submission, load_hidden_tests
-from grader.classroom import (Row, cell, find_students, main, safe_name, write_feedback, write_gradebook)
+from grader import classroom
+from grader.classroom import Row, cell, find_students, main, safe_name, write_feedback, write_gradebook
 from grader.sandbox import check_bwrap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,6 +162,7 @@ def graded_class(tmp_path_factory, hidden):
     status = main([str(sub), "--csv", str(root / "grades.csv"), "--feedback", str(root / "feedback"),
                    "--jobs", "2", "--assignment", "ex1,ex2,ex5", "--timeout", str(CPU_CAP),
                    "--memory-mb", str(MEMORY_MB)])
+    (sub / "judy" / "ch4_gelu.ipynb").unlink()                          # 100 MB that pytest would keep
     with open(root / "grades.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     return sub, status, rows, root / "feedback"
@@ -251,6 +253,24 @@ def test_hostile_names_are_escaped_sanitised_and_clashes_refused(tmp_path, hidde
     write_feedback(feedback, [Row(name, {}, "", "report\n") for name in ("x\ny", "..\\up", "../../escape")])
     assert sorted(p.name for p in feedback.iterdir()) == ["_.._escape.txt", "_up.txt", "x_y.txt"]
     assert all(p.parent == feedback for p in feedback.rglob("*")) and not (tmp_path / "escape.txt").exists()
+
+
+def test_a_crashed_grader_is_its_students_row_and_a_broken_sandbox_writes_nothing(tmp_path, monkeypatch, capsys):
+    sub = tmp_path / "submissions"
+    for student in ("ann", "bo"):
+        handed_in(sub / student / "ch4_gelu.ipynb", "ex1")
+    grades = tmp_path / "grades.csv"
+    grades.write_text("the last complete gradebook\n")
+    monkeypatch.setattr(classroom, "check_bwrap", lambda: None)
+    runs = {"ann": (-9, "", "Killed"), "bo": (2, "", "grader: nothing graded: the sandbox did not start")}
+    monkeypatch.setattr(classroom.subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
+        command, *runs[Path(command[-1]).parent.name]))
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ex1"]) == 2
+    assert grades.read_text() == "the last complete gradebook\n" and "did not start" in capsys.readouterr().err
+    runs["bo"] = runs["ann"]
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ex1", "--jobs", "2"]) == 1
+    assert grades.read_text().splitlines()[1:] == ["ann,0,0,24,grading failed (exit -9): Killed",
+                                                    "bo,0,0,24,grading failed (exit -9): Killed"]
 
 
 def test_help_says_how_students_are_named(capsys):
