@@ -116,11 +116,11 @@ EXPECTED = [
     ["'=1+1", "0", "12", "0", "12", "53", f"ch4_gelu: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
     ["alice", "24", "12", "17", "53", "53", ""],
     ["bob", "0", "12", "0", "12", "53", f"ch5_loss_plotter: missing: {MISSING}"],
-    ["carol", "CAROL_GELU", "CAROL_DEEPER", "0", "CAROL_TOTAL", "53", f"ch5_loss_plotter: missing: {MISSING}"],
+    ["carol", "14", "0", "0", "14", "53", f"ch5_loss_plotter: missing: {MISSING}"],
     ["ch4_deeper.ipynb", "0", "0", "0", "0", "53",
      "not graded: a notebook directly in submissions/ is named STUDENT_<exercise>.ipynb, or lies in a folder "
      "named after its student"],
-    ["dave", "0", "0", "DAVE_PLOTTER", "DAVE_PLOTTER", "53",
+    ["dave", "0", "0", "2", "2", "53",
      f"ch4_gelu: missing: {MISSING}; ch4_deeper: missing: {MISSING}"],
     ["erin", "0", "12", "0", "12", "53",
      f"ch4_gelu.ipynb: cannot read the notebook: it is not JSON (JSONDecodeError); ch5_loss_plotter: missing: {MISSING}"],
@@ -181,15 +181,9 @@ def carol(graded_class, hidden):
     return alone([sub / "carol" / "ch4_gelu.ipynb", sub / "carol" / "ch4_deeper.ipynb"], hidden)
 
 
-def test_the_class_gets_the_expected_gradebook(graded_class, carol, hidden):
-    sub, status, rows, _ = graded_class
-    dave = alone([sub / "dave" / "week5" / "ch5_loss_plotter.ipynb"], hidden)
-    gelu, deeper = (nb.exercise.score for nb in carol.notebooks)
-    plotter = dave.notebooks[0].exercise.score
-    assert gelu < 24 and deeper < 12 and plotter < 17, (gelu, deeper, plotter)   # wrong answers lose points
-    values = {"CAROL_GELU": gelu, "CAROL_DEEPER": deeper, "CAROL_TOTAL": gelu + deeper, "DAVE_PLOTTER": plotter}
-    expected = [[str(values.get(v, v)) for v in row] for row in EXPECTED]
-    assert rows == expected
+def test_the_class_gets_the_expected_gradebook(graded_class):
+    _, status, rows, _ = graded_class
+    assert rows == EXPECTED
     assert status == 1                                                   # written, with errors in some rows
 
 
