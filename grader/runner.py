@@ -162,7 +162,36 @@ def drive_kvcache(cls, args, kwargs):
     return seen
 
 
-DRIVERS = {"call": drive_call, "kvcache": drive_kvcache}
+def drive_block_backward(fn, args, kwargs):
+    """Exercise 4.3's backward through a block, called as GPT.backward calls Block.backward:
+    the block's forward on x gives the cache, then `fn(dy, cache, block)` returns dx and adds the
+    parameters' gradients into the layers' `grads`. Returns [dx, {name: gradient}]."""
+    model, layer, x, dy = args
+    block = model.h[layer]
+    block.zero_grad()
+    _, cache = block.forward(x)
+    dx = fn(dy, cache, block, **kwargs)
+    return [dx, dict(block.named_grads())]
+
+
+def drive_adamw(fn, args, kwargs):
+    """Exercise 5.1's AdamW step, one step per learning rate in `lrs`, on the loss
+    sum(scale * (p - target)^2) / 2 of each parameter (gradient scale * (p - target)), with the
+    moments starting at 0. Returns each parameter after every step: {name: (steps, *shape)}."""
+    params, targets, scales, lrs = args
+    exp_avg = {name: np.zeros_like(p) for name, p in params.items()}
+    exp_avg_sq = {name: np.zeros_like(p) for name, p in params.items()}
+    seen = {name: [] for name in params}
+    for step, lr in enumerate(lrs, start=1):
+        grads = {name: scales[name] * (p - targets[name]) for name, p in params.items()}
+        fn(params, grads, exp_avg, exp_avg_sq, step, lr, **kwargs)
+        for name in seen:
+            seen[name].append(np.array(params[name], copy=True))
+    return {name: np.stack(values) for name, values in seen.items()}
+
+
+DRIVERS = {"call": drive_call, "kvcache": drive_kvcache, "block_backward": drive_block_backward,
+           "adamw": drive_adamw}
 
 
 # ---- the run ---------------------------------------------------------------------------------------------
