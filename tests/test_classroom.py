@@ -3,7 +3,7 @@ files) graded into the expected gradebook; a broken notebook leaves every other 
 when graded alone; the gradebook is replaced atomically; hostile student names.
 
 Needs bubblewrap, like tests/test_grader.py. The class is graded once, with two jobs, a CPU cap of
-2 s per sandbox (the answers need a fraction of it; the hanging cell ends there) and 512 MiB of
+1 s per sandbox (the answers need far less; the hanging cell ends there) and 512 MiB of
 memory (the answers fit; the memory-hungry cell ends there).
 """
 import csv
@@ -22,7 +22,7 @@ from grader.sandbox import check_bwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {"ex1": "ch4_gelu", "ex2": "ch4_deeper", "ex5": "ch5_loss_plotter"}
-CPU_CAP, MEMORY_MB = 2, 512
+CPU_CAP, MEMORY_MB = 1, 512
 
 spec = importlib.util.spec_from_file_location("wrong_fixtures_for_classroom", ROOT / "solutions" / "fixtures" / "wrong.py")
 wrong = importlib.util.module_from_spec(spec)
