@@ -27,6 +27,8 @@ CELLS = [
     md(r"""
     # Exercise 4.2: Deeper or wider?
 
+    *This exercise follows [chapter 4, The full model](../chapters/04_model.ipynb).*
+
     How many parameters does a GPT have, and where are they? In this exercise you write a function
     that answers from the configuration alone, check it against real models, and then use it to
     compare two ways of making GPT-2 bigger: twice as deep (24 layers and 16 heads, the layout of
@@ -66,14 +68,15 @@ CELLS = [
     ## Counting by formula
 
     A parameter count is a sum over the model's tensors. Everything you need is in the code of the
-    layers: which tensors each layer creates, and their shapes. Here is the numpy twin's block and
-    model (the torch twin has the same tensors under the same names):
+    layers: which tensors each layer creates, and their shapes. Here is where the numpy twin's layers
+    create them, in their constructors (the torch twin has the same tensors under the same names):
     """),
     code('''
     import lib.numpy_twin as nt
     from lib.display import show
 
-    show(nt.Block, nt.CausalSelfAttention, nt.MLP, nt.LayerNorm, nt.Linear)
+    show(nt.GPT.__init__, nt.Block.__init__, nt.CausalSelfAttention.__init__, nt.MLP.__init__,
+         nt.LayerNorm.__init__, nt.Linear.__init__)
     '''),
     md(r"""
     Write `count_params(config)`.
@@ -100,16 +103,22 @@ CELLS = [
     uses('''
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from lib.checks import expect_equal
     from lib.torch_twin import GPT
 
-    assert count_params(GPTConfig.gpt2()) == 124_439_808
-    for config in (GPTConfig.small(), BASE, DEEPER, WIDER, GPTConfig.small(n_layer=1, n_embd=32, vocab_size=10)):
+    expect_equal("count_params(GPTConfig.gpt2())", count_params(GPTConfig.gpt2()), 124_439_808)
+    tiny = GPTConfig.small(n_layer=1, n_embd=32, vocab_size=10)
+    for name, config in (("small", GPTConfig.small()), ("BASE", BASE), ("DEEPER", DEEPER), ("WIDER", WIDER),
+                         ("tiny", tiny)):
         if config.n_embd <= 256:                         # building the 124M-parameter models takes a while
-            assert count_params(config) == GPT(config).num_params(), config
+            expect_equal(f"count_params({name}) against GPT({name}).num_params()", count_params(config),
+                         GPT(config).num_params())
     hf = GPT2LMHeadModel(GPT2Config())
-    assert count_params(GPTConfig.gpt2()) == hf.num_parameters() == GPT(GPTConfig.gpt2()).num_params()
+    expect_equal("count_params(GPTConfig.gpt2()) against transformers' GPT-2", count_params(GPTConfig.gpt2()),
+                 hf.num_parameters())
+    expect_equal("count_params(GPTConfig.gpt2()) against the torch twin", count_params(GPTConfig.gpt2()),
+                 GPT(GPTConfig.gpt2()).num_params())
     del hf
-    print("count_params agrees with the twins and with transformers")
     '''),
     md(r"""
     ## Twice as deep, or twice as wide?
@@ -127,9 +136,10 @@ CELLS = [
 
     per_block = count_params(replace(BASE, n_layer=BASE.n_layer + 1)) - count_params(BASE)
     C = BASE.n_embd
-    assert per_block == 12 * C * C + 13 * C
-    assert count_params(DEEPER) - count_params(BASE) == BASE.n_layer * per_block
-    assert count_params(replace(BASE, n_head=1)) == count_params(BASE)      # heads change nothing
+    expect_equal("parameters of one more block", per_block, 12 * C * C + 13 * C)
+    expect_equal("DEEPER's parameters minus BASE's", count_params(DEEPER) - count_params(BASE),
+                 BASE.n_layer * per_block)
+    expect_equal("BASE with 1 head instead of BASE", count_params(replace(BASE, n_head=1)), count_params(BASE))
 
 
     def seconds_per_step(config):
@@ -158,7 +168,8 @@ CELLS = [
     for name, config, n, seconds in rows:
         print(f"{name:7s} {config.n_layer:6d} {config.n_head:5d} {config.n_embd:5d} {n:13,d} "
               f"{n / base_params:7.2f} {1000 * seconds:8.1f} {seconds / base_time:7.2f}")
-    assert rows[2][2] > rows[1][2] > rows[0][2]           # wider > deeper > base, in parameters
+    expect_equal("the models from fewest to most parameters", [name for name, *_ in sorted(rows, key=lambda r: r[2])],
+                 ["base", "deeper", "wider"])
     '''),
     md(r"""
     What to look for in the table:

@@ -79,6 +79,8 @@ CELLS = [
     md(r"""
     # Exercise 4.1: GELU and its derivative
 
+    *This exercise follows [chapter 4, The full model](../chapters/04_model.ipynb).*
+
     Between its two linear layers, GPT-2's MLP applies GELU to every one of the $4C$ numbers of
     each position ({cite}`hendrycks2016gaussian`, {cite}`radford2019language`). In this exercise you
     write GELU twice, as defined and in the tanh form GPT-2 uses, together with the derivative of
@@ -144,27 +146,28 @@ CELLS = [
 
     The values at a few points come from the definitions with Python's `math` module, one number at
     a time. The derivatives are compared with central differences, $(f(x+h) - f(x-h))/2h$ with
-    $h = 10^{-6}$, whose error in float64 is about $10^{-9}$ here.
+    $h = 10^{-6}$, of the sum of the function's values (`expect_grad`). Each check prints `ok` or
+    stops with what differs, and where.
     """),
     uses('''
-    points = [-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0]
-    exact = [p * 0.5 * (1 + math.erf(p / math.sqrt(2))) for p in points]
-    tanh_form = [0.5 * p * (1 + math.tanh(math.sqrt(2 / math.pi) * (p + 0.044715 * p ** 3))) for p in points]
-    assert np.allclose(gelu_exact(np.array(points)), exact, rtol=1e-12, atol=1e-15)
-    assert np.allclose(gelu_tanh(np.array(points)), tanh_form, rtol=1e-12, atol=1e-15)
+    from lib.checks import expect_close, expect_grad, expect_shape
+
+    points = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0])     # (7,)
+    exact = np.array([p * 0.5 * (1 + math.erf(p / math.sqrt(2))) for p in points])
+    tanh_form = np.array([0.5 * p * (1 + math.tanh(math.sqrt(2 / math.pi) * (p + 0.044715 * p ** 3))) for p in points])
+    expect_close("gelu_exact at 7 points", gelu_exact(points), exact, rtol=1e-12, atol=1e-15)
+    expect_close("gelu_tanh at 7 points", gelu_tanh(points), tanh_form, rtol=1e-12, atol=1e-15)
 
     xs = np.linspace(-6, 6, 241)                                 # (241,)
-    h = 1e-6
     for f, df in ((gelu_exact, gelu_exact_grad), (gelu_tanh, gelu_tanh_grad)):
-        numeric = (f(xs + h) - f(xs - h)) / (2 * h)
-        assert np.allclose(df(xs), numeric, rtol=0, atol=1e-8), f"{df.__name__} disagrees with central differences"
+        expect_grad(f"{df.__name__} on [-6, 6]", lambda x: f(x).sum(), df, xs)
 
-    for f in (gelu_exact, gelu_exact_grad, gelu_tanh, gelu_tanh_grad):
-        y32 = f(np.linspace(-4, 4, 9, dtype=np.float32).reshape(3, 3))
-        assert y32.dtype == np.float32 and y32.shape == (3, 3), f"{f.__name__}: keep the shape and the dtype"
-        big = f(np.array([-1e6, -50.0, 50.0, 1e6]))
-        assert np.isfinite(big).all(), f"{f.__name__} gives {big} for large |x|"
-    print("all visible checks pass")
+    x32 = np.linspace(-4, 4, 9, dtype=np.float32).reshape(3, 3)  # (3, 3)
+    big = np.array([-1e6, -50.0, 50.0, 1e6])                     # (4,): GELU is 0 or x there, its slope 0 or 1
+    for f, at_big in ((gelu_exact, big.clip(0)), (gelu_exact_grad, big > 0),
+                      (gelu_tanh, big.clip(0)), (gelu_tanh_grad, big > 0)):
+        expect_shape(f"{f.__name__} of a float32 (3, 3) array", f(x32), (3, 3), np.float32)
+        expect_close(f"{f.__name__} at x = -1e6, -50, 50, 1e6", f(big), at_big.astype(np.float64), atol=1e-12)
     '''),
     md("""
     ## How far apart are the two forms?
@@ -176,11 +179,15 @@ CELLS = [
     uses('''
     import matplotlib.pyplot as plt
 
+    from lib.checks import CheckFailed
+
     xs = np.linspace(-5, 5, 1001)                                # (1001,)
     gap = gelu_tanh(xs) - gelu_exact(xs)
     worst = np.argmax(np.abs(gap))
     print(f"largest |tanh form - exact| on [-5, 5]: {abs(gap[worst]):.2e} at x = {xs[worst]:.2f}")
-    assert abs(gap[worst]) < 1e-3                                # an approximation, and a good one
+    if abs(gap[worst]) >= 1e-3:                                  # an approximation, and a good one
+        raise CheckFailed(f"gelu_tanh - gelu_exact is {gap[worst]:.2e} at x = {xs[worst]:.2f}; "
+                          "the two forms agree within 1e-3")
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
     axes[0].plot(xs, np.maximum(xs, 0), ":", color="grey", label="ReLU")
@@ -238,16 +245,20 @@ CELLS = [
     check_model.backward(dlogits)
     w = check_model.h[0].mlp.c_fc.weight                         # (4C, C), changed in place below
     analytic = check_model.h[0].mlp.c_fc.grads["weight"]
-    eps = 1e-6
-    for i, j in [(0, 0), (5, 3), (100, 17), (200, 63)]:
-        w[i, j] += eps
-        up = cross_entropy(check_model.forward(x), y)[0]
-        w[i, j] -= 2 * eps
-        down = cross_entropy(check_model.forward(x), y)[0]
-        w[i, j] += eps
-        numeric = (up - down) / (2 * eps)
-        assert abs(numeric - analytic[i, j]) <= 1e-7 + 1e-4 * abs(numeric), (i, j, numeric, analytic[i, j])
-    print("backward through your derivative matches finite differences")
+    rows, cols = np.array([0, 5, 100, 200]), np.array([0, 3, 17, 63])   # four entries of w
+
+
+    def loss_at(values):
+        """The loss with those four entries of w set to `values` (then restored)."""
+        saved = w[rows, cols].copy()
+        w[rows, cols] = values
+        loss = cross_entropy(check_model.forward(x), y)[0]
+        w[rows, cols] = saved
+        return loss
+
+
+    expect_grad("the gradient of c_fc.weight through your derivative, at 4 entries",
+                loss_at, lambda values: analytic[rows, cols], w[rows, cols], rtol=1e-4)
     '''),
     md(r"""
     ## ReLU against your GELU
@@ -256,7 +267,7 @@ CELLS = [
     the same initial weights and the same batches: one with ReLU, one with your tanh-form GELU
     (running in float32, as in training). Expect the curves to be close: on a model this small and a
     run this short the choice of activation matters little, and which one ends lower can change
-    with the seed. The assertion only asks that both learn.
+    with the seed. The check only asks that both learn.
     """),
     code('''
     from lib.data import load_corpus
@@ -274,7 +285,9 @@ CELLS = [
 
     for name, h in (("ReLU", relu_history), ("GELU (yours)", gelu_history)):
         print(f"{name:13s} validation loss {h['val_loss'][0]:.3f} -> {h['val_loss'][-1]:.3f}")
-        assert h["val_loss"][-1] < 2.8, f"{name}: the model should learn (validation loss {h['val_loss'][-1]:.3f})"
+        if h["val_loss"][-1] >= 2.8:
+            raise CheckFailed(f"{name}: the model should learn, to a validation loss under 2.8; "
+                              f"it ends at {h['val_loss'][-1]:.3f}")
 
     from lib.plotting import plot_losses
 

@@ -107,6 +107,8 @@ CELLS = [
     md(r"""
     # Exercise 5.2: A loss plotter that finds the phases
 
+    *This exercise follows [chapter 5, Training](../chapters/05_training.ipynb).*
+
     A training loss curve has a typical shape: a fast initial drop (the model learns the easy
     statistics, such as which bytes are common), a slower middle, and a plateau where it improves
     only a little per step. In this exercise you train a small model for 1,000 steps, plot its raw and
@@ -155,7 +157,9 @@ CELLS = [
     history = train(GPT(CONFIG, seed=0), train_ids, val_ids, max_iters=STEPS, batch_size=BATCH, lr=3e-3,
                     min_lr=3e-4, warmup_iters=100, eval_interval=100, eval_iters=10, seed=0, device=DEVICE)
     losses = np.array(history["train_loss"])               # (STEPS,)
-    assert len(losses) == STEPS and losses[-100:].mean() < losses[:10].mean() - 2
+    if len(losses) != STEPS or losses[-100:].mean() > losses[:10].mean() - 2:
+        raise RuntimeError(f"the training run should give {STEPS} losses falling by more than 2; "
+                           f"got {len(losses)}, from {losses[:10].mean():.2f} to {losses[-100:].mean():.2f}")
     print(f"training loss: first 10 steps {losses[:10].mean():.2f}, last 100 steps {losses[-100:].mean():.2f}")
     '''),
     md(r"""
@@ -194,21 +198,26 @@ CELLS = [
     with `fast=0.5` and `plateau=0.1` the phases change at steps 101 and 601.
     """),
     uses('''
+    from lib.checks import CheckFailed, expect_close, expect_equal
+
+    expect_close("smooth([1, 2, 3, 4], 2)", smooth([1.0, 2.0, 3.0, 4.0], 2), np.array([1.0, 1.5, 2.5, 3.5]))
+    expect_close("smooth([1, 2, 3], 10)", smooth([1.0, 2.0, 3.0], 10), np.array([1.0, 1.5, 2.0]))
+    expect_close("drop_rate([4, 3, 2.5, 2, 1.9], 2)", drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2),
+                 np.array([np.nan, np.nan, (4.0 - 2.75) / 2, (3.5 - 2.25) / 2, (2.75 - 1.95) / 2]))
+
     slopes = np.concatenate([[0.0], np.full(100, 0.02), np.full(500, 0.004), np.full(399, 0.0002)])  # (1000,)
     kinked = 5.0 - np.cumsum(slopes)
-    assert find_phases(kinked, window=1, fast=0.5, plateau=0.1) == (101, 601)
-    assert np.allclose(smooth([1.0, 2.0, 3.0, 4.0], 2), [1.0, 1.5, 2.5, 3.5])
-    assert np.allclose(smooth([1.0, 2.0, 3.0], 10), [1.0, 1.5, 2.0])
-    r = drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2)
-    assert np.isnan(r[:2]).all() and np.allclose(r[2:], [(4.0 - 2.75) / 2, (3.5 - 2.25) / 2, (2.75 - 1.95) / 2])
-    assert find_phases(np.linspace(5, 2, 400), window=10) == (None, None)    # a straight line: all fast
+    expect_equal("find_phases(kinked, window=1, fast=0.5, plateau=0.1)",
+                 find_phases(kinked, window=1, fast=0.5, plateau=0.1), (101, 601))
+    expect_equal("find_phases(a straight line, window=10)",             # all fast: no end, no plateau
+                 find_phases(np.linspace(5, 2, 400), window=10), (None, None))
     for bad in (dict(window=0), dict(fast=0.1, plateau=0.5)):
         try:
-            find_phases(kinked, **bad)
-            raise AssertionError(f"{bad} must raise ValueError")
+            result = find_phases(kinked, **bad)
         except ValueError:
-            pass
-    print("all visible checks pass")
+            print(f"ok: find_phases(kinked, **{bad}) raises ValueError")
+        else:
+            raise CheckFailed(f"find_phases(kinked, **{bad}): expected a ValueError, got {result!r}")
     '''),
     md("""
     ## The plot
@@ -224,7 +233,9 @@ CELLS = [
     phases = find_phases(losses)
     end_fast, start_plateau = phases
     print(f"phases (window 50, fast 0.3, plateau 0.03): fast drop until step {end_fast}, plateau from step {start_plateau}")
-    assert end_fast is not None and (start_plateau is None or start_plateau > end_fast)
+    if end_fast is None or (start_plateau is not None and start_plateau <= end_fast):
+        raise CheckFailed(f"find_phases(losses): expected the end of the fast drop, then a later plateau "
+                          f"(or None), got {phases}")
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
     plot_phases(losses, phases, ax=axes[0])

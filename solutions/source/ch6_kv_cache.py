@@ -72,6 +72,8 @@ CELLS = [
     md(r"""
     # Exercise 6.1: A KV cache
 
+    *This exercise follows [chapter 6, Decoding and the KV cache](../chapters/06_decoding.ipynb).*
+
     A generator that recomputes the whole sequence for every new token does the same work again and
     again: the keys and values of the earlier positions do not change when a token is appended
     (attention is causal). A KV cache keeps them. Each step then runs only the newest token through
@@ -163,19 +165,23 @@ CELLS = [
     after a prefill of 5 and two decode steps.
     """),
     uses('''
+    from lib.checks import expect_equal, expect_shape
+
     rng = np.random.default_rng(0)
     prompts = rng.integers(0, CONFIG.vocab_size, (3, 10))               # (3, 10)
-    assert np.array_equal(generate_cached(model, prompts, 30), generate_nocache(model, prompts, 30))
-    assert np.array_equal(generate_cached(model, prompts, 0), prompts)
+    expect_equal("generate_cached(model, prompts, 30) against generate_nocache",
+                 generate_cached(model, prompts, 30), generate_nocache(model, prompts, 30))
+    expect_equal("generate_cached(model, prompts, 0)", generate_cached(model, prompts, 0), prompts)
 
     cache = KVCache(CONFIG, batch=1, dtype=np.float64)
     model.forward(prompts[:1, :5], kv_cache=cache)                     # prefill 5 positions
     model.forward(prompts[:1, 5:6], kv_cache=cache)                    # then one at a time
     model.forward(prompts[:1, 6:7], kv_cache=cache)
-    assert cache.length == 7
-    k, v = cache.update(0, np.zeros((1, CONFIG.n_head, 1, CONFIG.head_dim)), np.zeros((1, CONFIG.n_head, 1, CONFIG.head_dim)))
-    assert k.shape == v.shape == (1, CONFIG.n_head, 8, CONFIG.head_dim) and k.dtype == np.float64
-    print("same tokens with and without the cache")
+    expect_equal("cache.length after a prefill of 5 and 2 decode steps", cache.length, 7)
+    new = np.zeros((1, CONFIG.n_head, 1, CONFIG.head_dim))              # (B, H, 1, D)
+    k, v = cache.update(0, new, new)
+    expect_shape("keys returned by update after 7 positions", k, (1, CONFIG.n_head, 8, CONFIG.head_dim), np.float64)
+    expect_shape("values returned by update after 7 positions", v, (1, CONFIG.n_head, 8, CONFIG.head_dim), np.float64)
     '''),
     md(r"""
     ## The speed-up over 200 new tokens
@@ -208,7 +214,7 @@ CELLS = [
         timed = Timed(model)
         tokens = generate(timed, prompt, NEW_TOKENS)
         runs[name] = (tokens, np.array(timed.seconds))
-    assert np.array_equal(runs["no cache"][0], runs["KV cache"][0])
+    expect_equal(f"{NEW_TOKENS} tokens with the cache against without", runs["KV cache"][0], runs["no cache"][0])
     total = {name: seconds.sum() for name, (_, seconds) in runs.items()}
     print(f"{NEW_TOKENS} new tokens: {total['no cache']:.2f} s without the cache, {total['KV cache']:.2f} s with it: "
           f"{total['no cache'] / total['KV cache']:.1f}x faster")

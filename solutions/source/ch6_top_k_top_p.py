@@ -82,6 +82,8 @@ CELLS = [
     md(r"""
     # Exercise 6.2: Top-k and top-p
 
+    *This exercise follows [chapter 6, Decoding and the KV cache](../chapters/06_decoding.ipynb).*
+
     A language model gives a probability to every token of its vocabulary, and most of those
     probabilities are tiny. Sampling from the whole distribution picks one of the many unlikely
     tokens surprisingly often, and one bad token can derail the rest of a text. Two filters cut the
@@ -140,23 +142,33 @@ CELLS = [
     comparison with the course's own sampler in `lib.sampling`, which follows the same rules.
     """),
     uses('''
+    from lib.checks import CheckFailed, expect_close, expect_equal
     from lib.sampling import filtered_probs
 
     ninf = -np.inf
-    assert np.array_equal(top_k_filter(np.array([1.0, 3.0, 2.0, 5.0]), 2), [ninf, 3.0, ninf, 5.0])
-    assert np.array_equal(top_k_filter(np.array([1.0, 3.0, 3.0, 0.0]), 2), [ninf, 3.0, 3.0, ninf])  # a tie
-    assert np.array_equal(top_k_filter(np.array([[1.0, 2.0], [4.0, 3.0]]), 5), [[1.0, 2.0], [4.0, 3.0]])
+    expect_close("top_k_filter([1, 3, 2, 5], 2)", top_k_filter(np.array([1.0, 3.0, 2.0, 5.0]), 2),
+                 np.array([ninf, 3.0, ninf, 5.0]))
+    expect_close("top_k_filter([1, 3, 3, 0], 2), a tie", top_k_filter(np.array([1.0, 3.0, 3.0, 0.0]), 2),
+                 np.array([ninf, 3.0, 3.0, ninf]))
+    expect_close("top_k_filter([[1, 2], [4, 3]], 5)", top_k_filter(np.array([[1.0, 2.0], [4.0, 3.0]]), 5),
+                 np.array([[1.0, 2.0], [4.0, 3.0]]))
     probs = np.array([0.05, 0.5, 0.15, 0.3])                # sorted: 0.5, 0.3, 0.15, 0.05
     logits = np.log(probs)
-    assert np.isfinite(top_p_filter(logits, 0.79)).sum() == 2      # 0.5 + 0.3 reaches 0.79
-    assert np.isfinite(top_p_filter(logits, 0.81)).sum() == 3      # the token crossing 0.81 stays
-    assert np.array_equal(np.isfinite(top_p_filter(logits, 1e-9)), [False, True, False, False])
-    for bad in (lambda: top_k_filter(logits, 0), lambda: top_p_filter(logits, 0.0), lambda: top_p_filter(logits, 1.5)):
+    for p, kept in ((0.79, [1, 3]),                         # 0.5 + 0.3 reaches 0.79
+                    (0.81, [1, 2, 3]),                      # the token crossing 0.81 stays
+                    (1e-9, [1])):                           # the most likely token always stays
+        want = np.full(4, ninf)
+        want[kept] = logits[kept]
+        expect_close(f"top_p_filter(log([0.05, 0.5, 0.15, 0.3]), {p})", top_p_filter(logits, p), want)
+    for call, bad in (("top_k_filter(logits, 0)", lambda: top_k_filter(logits, 0)),
+                      ("top_p_filter(logits, 0.0)", lambda: top_p_filter(logits, 0.0)),
+                      ("top_p_filter(logits, 1.5)", lambda: top_p_filter(logits, 1.5))):
         try:
-            bad()
-            raise AssertionError("a bad k or p must raise ValueError")
+            result = bad()
         except ValueError:
-            pass
+            print(f"ok: {call} raises ValueError")
+        else:
+            raise CheckFailed(f"{call}: expected a ValueError, got {result!r}")
 
     rng = np.random.default_rng(0)
     z = rng.normal(0, 2, 12)                                # (V,) = (12,)
@@ -165,12 +177,17 @@ CELLS = [
         expected = filtered_probs(z[None], **settings)[0]    # (V,) the course's sampler, same rules
         ours = np.exp(top_p_filter(top_k_filter(z / settings["temperature"], settings.get("top_k", 12)),
                                    settings.get("top_p", 1.0)))
-        assert np.allclose(ours / ours.sum(), expected, atol=1e-12), settings
-        counts = np.bincount(sample(np.tile(z, (n, 1)), rng, **settings), minlength=12)
-        sd = np.sqrt(n * expected * (1 - expected))
-        assert (np.abs(counts - n * expected) <= 5 * sd).all() and counts[expected == 0].sum() == 0, settings
-    assert np.array_equal(sample(np.tile(z, (3, 1)), rng, temperature=0), [z.argmax()] * 3)
-    print("all visible checks pass")
+        expect_close(f"the probabilities your filters leave, {settings}", ours / ours.sum(), expected, atol=1e-12)
+        counts = np.bincount(sample(np.tile(z, (n, 1)), rng, **settings), minlength=12)   # (V,)
+        sd = np.sqrt(n * expected * (1 - expected))          # 0 where a token is filtered out: its count must be 0
+        off = np.flatnonzero(np.abs(counts - n * expected) > 5 * sd)
+        if len(off):
+            i = off[0]
+            raise CheckFailed(f"sample(..., {settings}): token {i} drawn {counts[i]} times in {n:,}, "
+                              f"expected {n * expected[i]:.0f} +- {5 * sd[i]:.0f}")
+        print(f"ok: frequencies of {n:,} samples, {settings}")
+    expect_equal("sample(3 equal rows, temperature=0)", sample(np.tile(z, (3, 1)), rng, temperature=0),
+                 [z.argmax()] * 3)
     '''),
     md("""
     ## A model to sample from
@@ -197,6 +214,8 @@ CELLS = [
     """),
     uses('''
     import matplotlib.pyplot as plt
+
+    from lib.checks import CheckFailed
 
     PROMPT = b"ROMEO:\\n"
     NEW = 300
@@ -232,9 +251,15 @@ CELLS = [
         print(f"--- {name} " + "-" * 40 + "\\n" + results[name][0] + "\\n")
 
     (_, kept_k, cut_k), (_, kept_p, cut_p) = results["top-k 50"], results["top-p 0.95"]
-    assert (kept_k >= 50).all() and np.median(kept_k) == 50
-    assert kept_p.min() >= 1 and kept_p.max() <= CONFIG.vocab_size and len(set(kept_p)) > 1
-    assert cut_p.max() < 0.05 + 1e-9                       # top-p never removes more than 1 - p
+    if kept_k.min() < 50 or np.median(kept_k) != 50:
+        raise CheckFailed(f"top-k 50 kept {kept_k.min()} to {kept_k.max()} tokens (median {np.median(kept_k)}); "
+                          "expected 50, or more where logits tie")
+    if kept_p.min() < 1 or kept_p.max() > CONFIG.vocab_size or len(set(kept_p)) == 1:
+        raise CheckFailed(f"top-p 0.95 kept {kept_p.min()} to {kept_p.max()} tokens; expected between 1 and "
+                          f"{CONFIG.vocab_size}, varying with the model's confidence")
+    if cut_p.max() >= 0.05 + 1e-9:                          # top-p never removes more than 1 - p
+        raise CheckFailed(f"top-p 0.95 removed {cut_p.max():.4f} of the probability at step {cut_p.argmax()}; "
+                          "it never removes more than 0.05")
     print(f"top-p 0.95 kept {kept_p.min()} to {kept_p.max()} tokens (median {np.median(kept_p):.0f}) of {CONFIG.vocab_size}")
     print(f"probability removed per step, mean: top-k 50 {cut_k.mean():.4f}, top-p 0.95 {cut_p.mean():.4f}")
 
