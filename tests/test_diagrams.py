@@ -126,9 +126,9 @@ def test_the_schedule_diagram_follows_the_training_recipe(monkeypatch):
 
 
 def test_the_finetuning_diagram_follows_the_task(monkeypatch):
-    assert f"T = {2 * ft.TASK['segment_len'] + 3} token ids" in draw("gpt1_classification").svg
-    monkeypatch.setitem(ft.TASK, "segment_len", 40)
-    assert "T = 83 token ids" in draw("gpt1_classification").svg
+    assert f"T = {ft.TASK['passage_len'] + 2} token ids" in draw("gpt1_classification").svg
+    monkeypatch.setitem(ft.TASK, "passage_len", 40)
+    assert "T = 42 token ids" in draw("gpt1_classification").svg
 
 
 def test_each_diagram_is_drawn_once_in_its_chapter():

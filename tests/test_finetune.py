@@ -1,9 +1,13 @@
-"""GPT-1 style fine-tuning (chapter 7): the genre task's data and splits, the two twins' new
-token rows, classification head and L3 = L2 + lm_weight * L1, and the loop.
+"""GPT-1 style fine-tuning (chapter 7): the word-order task's data and splits, the two twins'
+new token rows, classification head and L3 = L2 + lm_weight * L1, the loop, the experiment's
+cache, and the book build's check that the experiment ran before it.
 
 Tolerances are tests/test_model.py's: losses and logits within 1e-4 in float32; gradients per
 tensor ||g_numpy - g_torch|| / ||g_torch|| <= 1e-4 in float32, <= 1e-8 in float64.
 """
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -24,20 +28,21 @@ def tiny(**kw):
 # ---- the task -----------------------------------------------------------------------------------
 def test_folds_partition_the_plays_and_hold_every_genre():
     plays = {p["slug"]: p["genre"] for p in shakespeare_plays()}
-    folds = ft.play_folds(4)
-    flat = [s for f in folds for s in f]
-    assert sorted(flat) == sorted(plays) and len(flat) == 38 == len(set(flat))
-    assert sorted(len(f) for f in folds) == [9, 9, 10, 10]
-    for fold in folds:
-        assert {plays[s] for s in fold} == set(ft.GENRES)
-    assert ft.play_folds(4) == folds                          # seeded
+    for n_folds, sizes in ((2, [19, 19]), (4, [9, 9, 10, 10])):
+        folds = ft.play_folds(n_folds)
+        flat = [s for f in folds for s in f]
+        assert sorted(flat) == sorted(plays) and len(flat) == 38 == len(set(flat))
+        assert sorted(len(f) for f in folds) == sizes
+        for fold in folds:
+            assert {plays[s] for s in fold} == set(ft.GENRES)
+        assert ft.play_folds(n_folds) == folds                # seeded
     with pytest.raises(ValueError, match="n_folds must be an integer from 2 to 4.*got 5"):
         ft.play_folds(5)
-    with pytest.raises(ValueError, match=r"fold must be in \[0, 4\), got 4"):
-        ft.split(4)
+    with pytest.raises(ValueError, match=r"fold must be in \[0, 2\), got 2"):
+        ft.split(2)
 
 
-@pytest.mark.parametrize("fold", range(4))
+@pytest.mark.parametrize("fold", range(ft.N_FOLDS))
 def test_test_plays_are_in_neither_the_training_set_nor_the_pretraining_text(fold):
     plays = {p["slug"]: p["text"] for p in shakespeare_plays()}
     train, test = ft.split(fold)
@@ -53,28 +58,52 @@ def test_encode_example_layout():
     assert (start, delim, classify) == (256, 257, 258)
     ids = ft.encode_example([np.array([104, 105]), np.array([33])])
     np.testing.assert_array_equal(ids, [256, 104, 105, 257, 33, 258])
+    np.testing.assert_array_equal(ft.encode_example([np.array([104, 105])]), [256, 104, 105, 258])
     assert ids.dtype == np.int64
 
 
-def test_genre_examples():
-    plays = {p["slug"]: p for p in shakespeare_plays()}
+def test_shuffle_keeps_the_bytes_and_the_first_and_last_word():
+    passage = b"To be, or not to be, that is the qu"
+    rng = np.random.default_rng(0)
+    shuffled = [ft.shuffle_words(passage, rng) for _ in range(20)]
+    for s in shuffled:
+        assert sorted(s) == sorted(passage) and len(s) == len(passage)
+        assert s.split(b" ")[0] == b"To" and s.split(b" ")[-1] == b"qu"
+        assert sorted(s.split(b" ")) == sorted(passage.split(b" "))
+    assert len(set(shuffled)) > 10                                     # the middle words do move
+    assert ft.shuffle_words(b"one two", rng) == b"one two"             # no middle word: nothing to reorder
+    assert ft.shuffle_words(b"one", rng) == b"one"
+    assert [ft.shuffle_words(passage, np.random.default_rng(5)) for _ in range(2)] == \
+        [ft.shuffle_words(passage, np.random.default_rng(5))] * 2      # seeded
+
+
+def test_word_order_examples():
+    plays = {p["slug"]: p["text"].encode() for p in shakespeare_plays()}
     slugs = ["hamlet", "the-tempest"] if "hamlet" in plays else sorted(plays)[:2]
-    x, y = ft.genre_examples(slugs, 5, segment_len=20, seed=3)
-    assert x.shape == (10, 43) and y.shape == (10,)
-    assert list(y) == [ft.GENRES.index(plays[s]["genre"]) for s in slugs for _ in range(5)]
-    np.testing.assert_array_equal(x, ft.genre_examples(slugs, 5, segment_len=20, seed=3)[0])
-    for row, slug in zip(x, [s for s in slugs for _ in range(5)]):
-        assert (row[0], row[21], row[42]) == ft.special_ids()
-        text = plays[slug]["text"].encode()
-        for segment in (row[1:21], row[22:42]):
-            piece = bytes(segment.astype(np.uint8))
-            assert b"\n" + piece in text                        # an excerpt of its play, from a line start
+    x, y = ft.word_order_examples(slugs, 5, passage_len=24, seed=3)
+    assert x.shape == (10, 26) and x.dtype == np.int64 and y.shape == (10,)
+    assert list(y) == [1, 0] * 5 and ft.LABELS[1] == "as written"   # balanced: each passage and its shuffle
+    assert (x[:, 0] == 256).all() and (x[:, -1] == 258).all()
+    for written, shuffled in zip(x[0::2, 1:-1], x[1::2, 1:-1]):
+        a, b = bytes(written.astype(np.uint8)), bytes(shuffled.astype(np.uint8))
+        assert any(b"\n" + a in plays[s] for s in slugs)                # a passage of one of the plays, from a line start
+        assert a != b and sorted(a) == sorted(b)
+    np.testing.assert_array_equal(x, ft.word_order_examples(slugs, 5, passage_len=24, seed=3)[0])   # seeded
+    np.testing.assert_array_equal(ft.word_order_examples(slugs, 3, passage_len=24, seed=3)[0], x[:6])  # nested sizes
     with pytest.raises(ValueError, match=r"unknown plays \['no-such-play'\]"):
-        ft.genre_examples(["no-such-play"], 1)
+        ft.word_order_examples(["no-such-play"], 1)
 
 
-def test_majority_baseline():
-    assert ft.majority_baseline([0, 1, 1, 2], [1, 1, 0, 2, 2]) == 0.4
+def test_training_and_test_passages_come_from_their_own_plays():
+    """The experiment's examples for a split: training passages from its training plays only, test
+    passages from its test plays only."""
+    plays = {p["slug"]: p["text"].encode() for p in shakespeare_plays()}
+    train, test = ft.split(0)
+    for slugs, other in ((train, test), (test, train)):
+        x, _ = ft.word_order_examples(slugs, 20, seed=1)
+        for row in x[0::2, 1:-1]:
+            passage = b"\n" + bytes(row.astype(np.uint8))
+            assert any(passage in plays[s] for s in slugs) and not any(passage in plays[s] for s in other)
 
 
 # ---- the twins agree ------------------------------------------------------------------------------
@@ -151,7 +180,7 @@ def test_finetuning_learns_a_separable_task(twin):
     twin_ft = nf if twin == "numpy" else tf
     model, head = twin_ft.add_tokens(GPT(tiny()), 3), twin_ft.ClassifierHead(32, 3)
     x, y = examples(256)
-    history = ft.finetune(model, head, x, y, epochs=10, batch_size=32, lr=3e-3, progress=False)
+    history = ft.finetune(model, head, x, y, steps=80, batch_size=32, lr=3e-3, progress=False)
     assert len(history["loss"]) == 80 and history["step"][-1] == 80
     assert np.mean(history["cls_loss"][-4:]) < 0.5 * np.mean(history["cls_loss"][:4])
     x_new, y_new = examples(64)
@@ -177,10 +206,12 @@ def test_one_step_same_in_both_twins():
 def test_bad_finetune_arguments():
     model, head = ft.classifier(nt.GPT(tiny()))
     x = np.zeros((4, 6), np.int64)
-    with pytest.raises(ValueError, match=r"labels \(N,\), got \(4, 6\) and \(3,\)"):
+    with pytest.raises(ValueError, match=r"labels \(N,\) with N >= 1, got \(4, 6\) and \(3,\)"):
         ft.finetune(model, head, x, np.zeros(3, np.int64), progress=False)
     with pytest.raises(ValueError, match="lm_weight must be >= 0, got -1"):
         ft.finetune(model, head, x, np.zeros(4, np.int64), lm_weight=-1, progress=False)
+    with pytest.raises(ValueError, match="steps must be an integer >= 1, got 0"):
+        ft.finetune(model, head, x, np.zeros(4, np.int64), steps=0, progress=False)
 
 
 def test_pretrained_is_trained_once_and_cached(tmp_path, monkeypatch):
@@ -189,17 +220,56 @@ def test_pretrained_is_trained_once_and_cached(tmp_path, monkeypatch):
     folder = ft.pretrained_folder(1, **options)
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     assert ft.pretrained_folder(1, **options) == folder and (folder / "model.safetensors").stat().st_mtime_ns == stamp
-    assert ft.pretrained_folder(2, **options) != folder                  # another split, another model
+    assert ft.pretrained_folder(0, **options) != folder                  # another split, another model
     model = ft.pretrained(1, twin="numpy", **options)
     assert model.config == tiny(n_ctx=16)
 
 
 def test_accuracy_table_and_its_text():
-    rows = [{"split": k, "majority": 0.3, "scratch": 0.30 + 0.01 * k, "scratch+L1": 0.31, "pretrained": 0.4,
-             "pretrained+L1": 0.5} for k in range(4)]
-    table = ft.accuracy_table({"rows": rows})
-    assert table.shape == (4, 5) and np.allclose(table[:, 1], [0.30, 0.31, 0.32, 0.33])
-    lines = ft.format_table({"rows": rows}).splitlines()
-    assert lines[0].split() == ["split", *ft.COLUMNS] and len(lines) == 1 + 4 + 2
-    assert lines[-2].split() == ["mean", "0.300", "0.315", "0.310", "0.400", "0.500"]
-    assert lines[-1].split()[:3] == ["std", "0.000", "0.013"]        # sample standard deviation (ddof=1)
+    rows = [{"split": k, "pretrained": [0.6, 0.7 + 0.1 * k], "scratch": [0.5, 0.55]} for k in range(2)]
+    result = {"settings": {"sizes": [32, 256]}, "rows": rows}
+    table = ft.accuracy_table(result)
+    assert table.shape == (2, 2, 2) and np.allclose(table[0, :, 1], [0.7, 0.8])   # (inits, splits, sizes)
+    lines = ft.format_table(result).splitlines()
+    assert len(lines) == 1 + 2 and "pretrained" in lines[0] and "scratch" in lines[0]
+    assert lines[2].split() == ["256", "0.700", "0.800", "0.750", "0.550", "0.550", "0.550"]
+
+
+def test_experiment_runs_once_and_is_cached(tmp_path, monkeypatch):
+    """A tiny run of the whole experiment: one accuracy per split, start and size; the second call
+    reads the file that the first wrote; other settings, another file."""
+    monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
+    options = dict(sizes=(2, 4), config=tiny(n_ctx=16, n_layer=1), pretrain=dict(max_iters=2, batch_size=2),
+                   task=dict(passage_len=12, test_passages=4), finetuning=dict(steps=2, batch_size=2))
+    assert not ft.experiment_file(**options).exists()
+    result = ft.word_order_experiment(progress=False, **options)
+    assert ft.experiment_file(**options).is_file()
+    assert [row["split"] for row in result["rows"]] == list(range(ft.N_FOLDS))
+    assert all(row["n_test"] == 8 and len(row["pretrained"]) == len(row["scratch"]) == 2 for row in result["rows"])
+    assert ft.accuracy_table(result).shape == (2, ft.N_FOLDS, 2)
+    assert ft.word_order_experiment(progress=False, **options) == result
+    assert ft.experiment_file(**{**options, "sizes": (2,)}) != ft.experiment_file(**options)
+    with pytest.raises(ValueError, match=r"sizes must be even numbers of examples >= 2.*got \(3,\)"):
+        ft.word_order_experiment(sizes=(3,))
+
+
+def load_build_book():
+    spec = importlib.util.spec_from_file_location("build_book", Path(__file__).parent.parent / "tools" / "build_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_book_build_stops_first_when_the_experiment_is_not_cached(tmp_path, monkeypatch, capsys):
+    """A cold cache: the build says what to run and exits non-zero before building anything;
+    with the experiment's file there, the check passes."""
+    build_book = load_build_book()
+    monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
+    monkeypatch.setattr(build_book.subprocess, "Popen", lambda *a, **k: pytest.fail("the build started"))
+    assert build_book.main() != 0
+    out = capsys.readouterr().out
+    assert "python -m lib.finetune" in out and "tools/install.sh" in out
+    path = ft.experiment_file()
+    path.parent.mkdir(parents=True)
+    path.write_text("{}")
+    assert build_book.missing_results() == []

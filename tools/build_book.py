@@ -9,6 +9,10 @@ runs `jb build` nitpicky (`-n`: every broken reference warns) and failing on any
 (tools/book_ext.py) fetches the offline assets when they are missing
 (tools/fetch_assets.py). The HTML lands in _build/html. Exits non-zero on failure; the
 log is also written to _build/build.log.
+
+Before anything else it checks that the results the install step computes ahead of time
+(`missing_results`) are in the cache: chapter 7's experiment takes minutes, longer than the
+build gives one cell, so a cold cache stops the build at once with the command to run first.
 """
 import shutil
 import subprocess
@@ -23,7 +27,28 @@ JB_ARGS = ["build", ".", "--all", "-W", "-n", "--keep-going"]
 PREVIOUS = ("html", ".doctrees", "jupyter_execute")  # what jb build writes under _build
 
 
+def missing_results():
+    """[(what, command that computes it)] for each result that a chapter reads from the cache and
+    that is not there."""
+    sys.path.insert(0, str(ROOT))
+    import lib.finetune
+    from lib.assets import AssetError
+
+    try:
+        if lib.finetune.experiment_file().is_file():
+            return []
+    except AssetError:                                       # not even the plays are fetched yet
+        pass
+    return [("chapter 7's fine-tuning experiment", "python -m lib.finetune")]
+
+
 def main():
+    missing = missing_results()
+    for what, command in missing:
+        print(f"build_book: {what} is not in the cache; run `{command}` (or `bash tools/install.sh`, "
+              f"which runs it) before building the book", flush=True)
+    if missing:
+        return 2
     for name in PREVIOUS:
         shutil.rmtree(BUILD / name, ignore_errors=True)
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", *JB_ARGS]

@@ -9,15 +9,15 @@ from .svg import MUTED, SMALL, Canvas
 
 def gpt1_classification():
     start, delim, classify = ft.special_ids()
-    segment = ft.TASK["segment_len"]
-    T = 2 * segment + 3
+    passage = ft.TASK["passage_len"]
+    T = passage + 2
     config = ft.PRETRAIN_CONFIG
-    C, K = config.n_embd, len(ft.GENRES)
+    C, K = config.n_embd, len(ft.LABELS)
     lm_weight = inspect.signature(ft.finetune).parameters["lm_weight"].default
     c = Canvas()
     special_w, text_w, gap, top = 96, 160, 6, 30
-    parts = [("[start]", f"id {start}", special_w, "head"), ("excerpt 1", f"{segment} bytes", text_w, "data"),
-             ("[delim]", f"id {delim}", special_w, "head"), ("excerpt 2", f"{segment} bytes", text_w, "data"),
+    parts = [("[start]", f"id {start}", special_w, "head"),
+             ("passage", f"{passage} bytes, as written or shuffled", 2 * text_w + special_w + 2 * gap, "data"),
              ("[classify]", f"id {classify}", special_w, "head")]
     c.text(10, 10, f"one example: T = {T} token ids", size=SMALL, anchor="start", color=MUTED)
     x, centres = 10, []
@@ -42,14 +42,14 @@ def gpt1_classification():
     c.box(lm_right + gap, heads_y, right - lm_right - gap, 50, "classifier", f"{C} → {K}: L2", role="attn",
           emphasis=True)
     c.text(last - 6, model_y + 80, "hidden[:, -1]", size=SMALL, mono=True, anchor="end")
-    c.text(10, heads_y + 72, f"loss L3 = L2 + {lm_weight} × L1;  {K} genres: {', '.join(ft.GENRES)}", size=SMALL,
+    c.text(10, heads_y + 72, f"loss L3 = L2 + {lm_weight} × L1;  {K} classes: {', '.join(ft.LABELS)}", size=SMALL,
            anchor="start")
     alt = (f"Fine-tuning for classification, GPT-1's way, as lib.finetune does it. One example is one sequence of "
-           f"{T} token ids: a [start] marker (id {start}), an excerpt of {segment} bytes, a [delim] marker (id "
-           f"{delim}), a second excerpt of {segment} bytes, and a [classify] marker (id {classify}); the markers "
-           f"get new rows in the token table. The pre-trained model ({config.n_layer} blocks, {C} wide) turns them "
+           f"{T} token ids: a [start] marker (id {start}), a passage of {passage} bytes, as written or with its "
+           f"words shuffled, and a [classify] marker (id {classify}); the markers (with [delim], id {delim}, which "
+           f"joins inputs in several parts) get new rows in the token table. The pre-trained model ({config.n_layer} blocks, {C} wide) turns them "
            f"into hidden states (B, {T}, {C}). At every position but the last, the language-model head predicts "
            f"the next byte (loss L1); the hidden state of the last position, the classify token's, goes through a "
-           f"linear classifier, {C} to {K} scores, one per genre (loss L2), outlined thickly. Training minimises "
-           f"L3 = L2 + {lm_weight} × L1. The genres: {', '.join(ft.GENRES)}.")
+           f"linear classifier, {C} to {K} scores, one per class (loss L2), outlined thickly. Training minimises "
+           f"L3 = L2 + {lm_weight} × L1. The classes: {', '.join(ft.LABELS)}.")
     return c.diagram("gpt1_classification", alt)
