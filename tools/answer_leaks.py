@@ -5,8 +5,8 @@
 An exercise's answer, as statements (code lines without their comments, whitespace removed):
 - the lines of its solution's graded cells that its stub's graded cells do not have;
 - the source lines of the lib names its hidden tests block while grading (`EXERCISE.blocked`);
-less the trivial ones (imports, lines under MIN_LENGTH characters) and the lines that lib's
-other code also has (a chapter may show that code). A page leaks the answer
+less the trivial ones (imports, lines with under MIN_LENGTH characters of code outside strings)
+and the lines that lib's other code also has (a chapter may show that code). A page leaks the answer
 when the code it shows (every <pre> block, as text: what the reader sees of highlighted code
 and of printed output) contains one of these statements, and the page comes before the
 exercise in the book's reading order (_toc.yml).
@@ -27,34 +27,39 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-MIN_LENGTH = 20                       # characters, whitespace removed: shorter lines are too common
+MIN_LENGTH = 20        # characters of code (no spaces, no strings) in a line: shorter ones are too common
+STRING_TOKENS = {tokenize.STRING} | {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
+                                     if hasattr(tokenize, n)}
 
 
 def normalise(line: str) -> str:
     return "".join(line.split())
 
 
-def _code_lines(source: str) -> list[str]:
-    """The lines of Python source, comments removed (a comment may differ where the code does not)."""
+def _code_lines(source: str) -> list[tuple[str, int]]:
+    """Each line of Python source without its comment (a comment may differ where the code does
+    not), with the number of its characters that are code: neither spaces nor inside a string."""
     lines = source.splitlines()
+    in_strings = [0] * len(lines)
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            (first, start), (last, end) = token.start, token.end
             if token.type == tokenize.COMMENT:
-                row, col = token.start
-                lines[row - 1] = lines[row - 1][:col]
+                lines[first - 1] = lines[first - 1][:start]
+            elif token.type in STRING_TOKENS:                     # a docstring's lines are all string
+                for row in range(first, last + 1):
+                    part = lines[row - 1][start if row == first else 0:end if row == last else None]
+                    in_strings[row - 1] += len(normalise(part))
     except (tokenize.TokenError, IndentationError):
-        pass                                                   # keep the comments of what does not tokenize
-    return lines
+        pass                                                   # what does not tokenize counts as code
+    return [(line, len(normalise(line)) - n) for line, n in zip(lines, in_strings)]
 
 
 def statements(source: str) -> set[str]:
-    """The distinctive statements of a piece of code: no imports, nothing under MIN_LENGTH."""
-    found = set()
-    for line in _code_lines(source):
-        text = normalise(line)
-        if len(text) >= MIN_LENGTH and not line.lstrip().startswith(("import ", "from ")):
-            found.add(text)
-    return found
+    """The distinctive statements of a piece of code: no imports, no line with fewer than
+    MIN_LENGTH characters of code (prose in docstrings and printed strings does not count)."""
+    return {normalise(line) for line, code in _code_lines(source)
+            if code >= MIN_LENGTH and not line.lstrip().startswith(("import ", "from "))}
 
 
 # ---- what each exercise's answer is --------------------------------------------------------------
@@ -89,9 +94,9 @@ def shared_statements(sources) -> set[str]:
     blocked line is shared with code that a chapter may show."""
     counts = Counter()
     for path in (ROOT / "lib").rglob("*.py"):
-        counts.update(normalise(line) for line in _code_lines(path.read_text(encoding="utf-8")))
+        counts.update(normalise(line) for line, _ in _code_lines(path.read_text(encoding="utf-8")))
     for source in sources:
-        counts.subtract(normalise(line) for line in _code_lines(source))
+        counts.subtract(normalise(line) for line, _ in _code_lines(source))
     return {line for line, n in counts.items() if n > 0}
 
 
