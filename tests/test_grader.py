@@ -32,7 +32,7 @@ from grader.spec import Config, Model, Rng, Verdict, close, equal, filtered, fre
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {"ex1": "ch4_gelu", "ex2": "ch4_deeper", "ex3": "ch6_kv_cache", "ex4": "ch6_top_k_top_p",
-             "ex5": "ch5_loss_plotter", "ex8": "ch4_backward", "ex6": "ch1_bpe", "ex10": "ch7_finetune_loss"}
+             "ex5": "ch5_loss_plotter", "ex8": "ch4_backward", "ex9": "ch5_optimizer", "ex6": "ch1_bpe", "ex7": "ch3_attention", "ex10": "ch7_finetune_loss", "ex11": "ch8_rope"}
 TAMPER_CPU_CAP = 3
 
 
@@ -593,6 +593,69 @@ def test_backward_reference_agrees_with_lib(hidden):
         got = hidden["ex8"].expected_block(config, 1, 0, x, x)
         assert np.allclose(got[0], want[0], rtol=1e-12, atol=1e-14)
         assert all(np.allclose(got[1][n], g, rtol=1e-12, atol=1e-14) for n, g in want[1].items())
+
+
+def test_rope_and_rmsnorm_references_agree_with_lib(hidden):
+    from lib.numpy_twin.model import RMSNorm, apply_rope, apply_rope_backward, rope_cos_sin
+
+    ref = hidden["ex11"].REFERENCE
+    rng = np.random.default_rng(0)
+    x, dy = rng.standard_normal((2, 3, 4, 16)), rng.standard_normal((2, 3, 4, 16))
+    for start in (0, 37):
+        cos, sin = rope_cos_sin(start, 4, 16, 10000.0, np.float64)
+        ref_cos, ref_sin = ref["rope_cos_sin"](start, 4, 16, 10000.0, np.float64)
+        assert np.allclose(ref_cos, cos, rtol=0, atol=1e-13) and np.allclose(ref_sin, sin, rtol=0, atol=1e-13)
+        assert np.allclose(ref["apply_rope"](x, cos, sin), apply_rope(x, cos, sin), rtol=1e-12, atol=1e-14)
+        assert np.allclose(ref["apply_rope_backward"](dy, cos, sin), apply_rope_backward(dy, cos, sin), rtol=1e-12,
+                           atol=1e-14)
+    norm = RMSNorm(16).astype(np.float64)
+    norm.weight[:] = rng.standard_normal(16)
+    y, cache = norm.forward(x)
+    dx = norm.backward(dy, cache)
+    ref_dx, ref_dweight = ref["rmsnorm_backward"](dy, x, norm.weight, norm.eps)
+    assert np.allclose(ref["rmsnorm"](x, norm.weight, norm.eps), y, rtol=1e-12, atol=1e-14)
+    assert np.allclose(ref_dx, dx, rtol=1e-10, atol=1e-13)
+    assert np.allclose(ref_dweight, norm.grads["weight"], rtol=1e-10, atol=1e-13)
+
+
+def test_attention_reference_agrees_with_lib(hidden):
+    from lib.config import GPTConfig
+    from lib.numpy_twin import CausalSelfAttention
+
+    for _, args, _, _ in hidden["ex7"].CASES:
+        x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head = (
+            a.astype(np.float64) if isinstance(a, np.ndarray) else a for a in args)
+        layer = CausalSelfAttention(GPTConfig.small(n_embd=x.shape[-1], n_head=n_head))
+        layer.c_attn.weight, layer.c_attn.bias = c_attn_weight.T.copy(), c_attn_bias   # lib stores (out, in)
+        layer.c_proj.weight, layer.c_proj.bias = c_proj_weight.T.copy(), c_proj_bias
+        want = hidden["ex7"].REFERENCE["causal_self_attention"](*args)
+        np.testing.assert_allclose(want, layer.forward(x)[0], rtol=1e-10, atol=1e-10)
+
+
+def test_optimizer_reference_agrees_with_lib(hidden):
+    from grader.runner import drive_adamw
+    from lib.numpy_twin.train import AdamW, cross_entropy
+    from lib.train import lr_at
+
+    ref = hidden["ex9"].REFERENCE
+    rng = np.random.default_rng(0)
+    for scale in (3.0, 1e4):
+        z, y = scale * rng.standard_normal((2, 3, 7)), rng.integers(0, 7, (2, 3))
+        (loss, grad), (want_loss, want_grad) = ref["cross_entropy"](z, y), cross_entropy(z, y)
+        assert abs(loss - want_loss) <= 1e-12 * (1 + abs(want_loss)) and np.allclose(grad, want_grad, rtol=1e-10, atol=1e-15)
+    for step in (0, 7, 9, 10, 50, 99, 100, 150):
+        assert ref["lr_at"](step, 1e-3, 1e-4, 10, 100) == lr_at(step, 1e-3, 1e-4, 10, 100)
+
+    def lib_step(params, grads, exp_avg, exp_avg_sq, step, lr, **settings):
+        optimizer = AdamW(params.items(), lr, **settings)
+        optimizer.exp_avg, optimizer.exp_avg_sq, optimizer.steps = exp_avg, exp_avg_sq, step - 1
+        optimizer.step(grads)
+
+    for test in hidden["ex9"].tests():
+        if test.driver == "adamw":
+            params, targets, scales, lrs = test.args
+            args = ({n: p.copy() for n, p in params.items()}, targets, scales, lrs)
+            assert test.check(drive_adamw(lib_step, args, test.kwargs))[0], test.name
 
 
 # ---- what comes back from the sandbox ---------------------------------------------------------------------
