@@ -116,19 +116,19 @@ def _int_list(value, what):
     """value as a list of ints, or an error message."""
     if hasattr(value, "ndim") and value.ndim == 1 and value.dtype.kind in "iu":
         return [int(v) for v in value], None
-    if not isinstance(value, list) or any(_as_int(v) is None for v in value):
+    if not isinstance(value, (list, tuple)) or any(_as_int(v) is None for v in value):
         return None, f"{what}: expected a list of ints"
     return [_as_int(v) for v in value], None
 
 
 def _answer(got):
     """(merges, ids) from the student's return value, or an error message."""
-    if not isinstance(got, list) or len(got) != 2:
+    if not isinstance(got, (list, tuple)) or len(got) != 2:
         return None, None, "expected a pair (merges, ids)"
     merges, ids = got
     if hasattr(merges, "ndim") and merges.ndim == 2 and merges.shape[1:] == (2,):
         merges = merges.tolist()
-    if not isinstance(merges, list):
+    if not isinstance(merges, (list, tuple)):
         return None, None, "merges: expected a list of (a, b) pairs"
     pairs = []
     for k, m in enumerate(merges):
