@@ -1,0 +1,210 @@
+"""Exercise 3.1: causal multi-head self-attention, forward, from GPT-2's fused q/k/v weight (numpy)."""
+from build_notebooks import code, graded, md, setup, uses
+
+NUMBER, EXERCISE = "3.1", "ex7"
+
+STUB = '''
+import math
+
+import numpy as np
+
+
+def causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head):
+    """GPT-2's attention layer, forward. x: (B, T, C); c_attn_weight (C, 3C), c_attn_bias (3C,),
+    c_proj_weight (C, C), c_proj_bias (C,), all of x's dtype; n_head divides C.
+    Returns (B, T, C) in x's dtype. Bad shapes or n_head: ValueError."""
+    raise NotImplementedError("exercise 3.1: write causal_self_attention")
+'''
+
+ANSWER = '''
+import math
+
+import numpy as np
+
+
+def stable_softmax(scores):
+    """Softmax over the last axis; the row maximum is subtracted first, so no exponent is above 0."""
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def to_heads(a, n_head):
+    """(B, T, C) -> (B, H, T, D): head h takes columns h D .. (h + 1) D - 1 of every position."""
+    B, T, C = a.shape
+    return a.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)   # (B, T, H, D) -> (B, H, T, D)
+
+
+def from_heads(y):
+    """(B, H, T, D) -> (B, T, C): the heads' outputs side by side again."""
+    B, H, T, D = y.shape
+    return y.transpose(0, 2, 1, 3).reshape(B, T, H * D)                 # (B, T, H, D) -> (B, T, C)
+
+
+def check_shapes(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head):
+    if x.ndim != 3:
+        raise ValueError(f"x must be (B, T, C); got shape {x.shape}")
+    C = x.shape[-1]
+    if not isinstance(n_head, int) or n_head < 1 or C % n_head:
+        raise ValueError(f"n_head must be a positive int dividing C = {C}; got {n_head!r}")
+    for name, a, shape in (("c_attn_weight", c_attn_weight, (C, 3 * C)), ("c_attn_bias", c_attn_bias, (3 * C,)),
+                           ("c_proj_weight", c_proj_weight, (C, C)), ("c_proj_bias", c_proj_bias, (C,))):
+        if a.shape != shape:
+            raise ValueError(f"{name} must have shape {shape} for C = {C}; got {a.shape}")
+
+
+def causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head):
+    """GPT-2's attention layer, forward. x: (B, T, C); c_attn_weight (C, 3C), c_attn_bias (3C,),
+    c_proj_weight (C, C), c_proj_bias (C,), all of x's dtype; n_head divides C.
+    Returns (B, T, C) in x's dtype. Bad shapes or n_head: ValueError."""
+    check_shapes(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head)
+    T, C = x.shape[1:]
+    qkv = x @ c_attn_weight + c_attn_bias                              # (B, T, 3C)
+    q, k, v = (to_heads(a, n_head) for a in np.split(qkv, 3, axis=-1))  # (B, H, T, D) each
+    mask = np.triu(np.full((T, T), -np.inf, x.dtype), k=1)             # (T, T): -inf on the future
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(C // n_head) + mask   # (B, H, T, T)
+    y = stable_softmax(scores) @ v                                     # (B, H, T, D)
+    return from_heads(y) @ c_proj_weight + c_proj_bias                 # (B, T, C)
+'''
+
+CELLS = [
+    md(r"""
+    # Exercise 3.1: causal multi-head self-attention
+
+    This exercise follows [chapter 3](../chapters/03_attention.ipynb), which built one attention
+    head step by step: scores $QK^\top/\sqrt{d_k}$, the causal mask, a softmax that subtracts the
+    maximum, the weighted sum of values. Here you write the whole layer as GPT-2 has it: one fused
+    projection makes q, k and v for all heads, the heads attend separately, their outputs are put
+    side by side again and projected once more.
+
+    **What is graded.** The cell tagged `graded:ex7` (JupyterLab shows a cell's tags in its property
+    inspector; Colab keeps them without showing them). A grader runs that cell alone, in a sandbox,
+    and calls your function with hidden inputs; nothing else in this notebook is graded. Write your
+    answer in that cell and keep the cell. The checks below it are a first test you can run yourself.
+    """),
+    setup(),
+    md(r"""
+    ## The layer
+
+    `causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head)`, with
+    B sequences of T positions of width C, H = `n_head` heads of width D = C / H:
+
+    1. **Fused projection.** `x @ c_attn_weight + c_attn_bias`: `(B, T, C) -> (B, T, 3C)`. The
+       weight is stored as in GPT-2's checkpoint, `(C, 3C)` (input first; lib's `Linear` stores the
+       transpose, `(3C, C)`). Of the 3C outputs, the first C are the queries, the next C the keys,
+       the last C the values.
+    2. **Heads.** Head h uses columns `h*D` to `(h+1)*D - 1` of each of q, k and v. Bring q, k
+       and v to `(B, H, T, D)`, so that every (sequence, head) pair is a separate attention
+       problem. A bare `reshape(B, H, T, D)` gives the right shape and the wrong numbers (chapter 3
+       shows why).
+    3. **Attention per head.** Scores $q k^\top / \sqrt{D}$ (note: $D$, the head's width, not C),
+       $-\infty$ above the diagonal (position t sees positions 0 to t), softmax over the keys,
+       weighted sum of the values: `(B, H, T, D)`.
+    4. **Merge and project.** Put the heads side by side again, `(B, T, C)` with head h in columns
+       `h*D` to `(h+1)*D - 1`, then `@ c_proj_weight + c_proj_bias`.
+
+    **Rules.**
+    - `x` and the weights are float32 or float64 (all the same dtype); return `(B, T, C)` in that
+      dtype. T may be 1 and H may be 1.
+    - The scores can be large: the hidden tests include inputs whose scores are in the thousands,
+      where $e^{z}$ overflows (above about 709 in float64, 88 in float32). A softmax computed as
+      written then returns NaN; yours must not.
+    - Raise `ValueError` when `n_head` does not divide C (or is not a positive int), or when a
+      weight or bias does not have the shape above.
+    - Use numpy. While grading, torch is not installed and lib's attention and softmax functions
+      raise an error. The graded cell must hold everything it uses, imports included.
+    - Float64 answers are compared with a float64 reference within $10^{-10} + 10^{-8}|y|$.
+    """),
+    graded(STUB, ANSWER),
+    md(r"""
+    ## Checks you can run
+
+    The reference for the checks is lib's `CausalSelfAttention` (numpy twin), loaded with the same
+    weights; its `Linear` layers store `(out, in)`, so they get the transposes. Then: the first
+    position sees only itself, a change at the last position changes nothing before it, scores
+    large enough to overflow a naive softmax, and bad arguments.
+    """),
+    code('''
+    import numpy as np
+
+    from lib.checks import expect_close, expect_shape
+    from lib.config import GPTConfig
+    from lib.numpy_twin import CausalSelfAttention
+
+
+    def random_weights(C, scale, dtype, rng):
+        """c_attn_weight (C, 3C), c_attn_bias (3C,), c_proj_weight (C, C), c_proj_bias (C,)."""
+        return (rng.normal(0, scale, (C, 3 * C)).astype(dtype), rng.normal(0, 0.1, 3 * C).astype(dtype),
+                rng.normal(0, 0.2, (C, C)).astype(dtype), rng.normal(0, 0.1, C).astype(dtype))
+
+
+    def lib_attention(x, weights, n_head):
+        """lib's layer with these weights: (B, T, C) -> (B, T, C)."""
+        c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias = weights
+        layer = CausalSelfAttention(GPTConfig.small(n_embd=x.shape[-1], n_head=n_head))
+        layer.c_attn.weight, layer.c_attn.bias = c_attn_weight.T.copy(), c_attn_bias.copy()   # (3C, C), (3C,)
+        layer.c_proj.weight, layer.c_proj.bias = c_proj_weight.T.copy(), c_proj_bias.copy()   # (C, C), (C,)
+        return layer.forward(x)[0]
+
+
+    rng = np.random.default_rng(31)
+    '''),
+    uses('''
+    for (B, T, C, H) in [(2, 6, 32, 4), (1, 1, 16, 4), (3, 5, 8, 1), (1, 9, 48, 12)]:
+        x = rng.normal(0, 1, (B, T, C))                              # (B, T, C) float64
+        weights = random_weights(C, 0.5, np.float64, rng)
+        got = causal_self_attention(x, *weights, H)
+        expect_close(f"B={B} T={T} C={C} H={H}, float64, against lib", got, lib_attention(x, weights, H),
+                     rtol=1e-10, atol=1e-12)
+
+    x = rng.normal(0, 1, (2, 7, 24)).astype(np.float32)             # (B, T, C) float32
+    weights = random_weights(24, 0.5, np.float32, rng)
+    got = causal_self_attention(x, *weights, 3)
+    expect_shape("float32 in, float32 out", got, (2, 7, 24), np.float32)
+    expect_close("float32, against lib", got, lib_attention(x, weights, 3), rtol=1e-4, atol=1e-5)
+
+    later = x.copy()
+    later[:, -1] += 1.0                                              # change only the last position
+    expect_close("causal: positions before the last do not see it", causal_self_attention(later, *weights, 3)[:, :-1],
+                 got[:, :-1], rtol=1e-6, atol=1e-6)
+
+    # scores in the hundreds (float32) and thousands (float64): exp overflows, a stable softmax does not
+    for dtype, scale in ((np.float32, 8.0), (np.float64, 30.0)):
+        x = rng.normal(0, 1, (2, 5, 16)).astype(dtype)               # (B, T, C)
+        weights = random_weights(16, scale, dtype, rng)
+        want = lib_attention(x.astype(np.float64), [w.astype(np.float64) for w in weights], 2).astype(dtype)
+        tol = dict(rtol=1e-3, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-8, atol=1e-10)
+        expect_close(f"large scores, {np.dtype(dtype).name}", causal_self_attention(x, *weights, 2), want, **tol)
+
+    for what, args in (("n_head = 5 does not divide C = 16", (x, *weights, 5)),
+                       ("c_attn_weight of shape (C, C)", (x, weights[0][:, :16], *weights[1:], 2))):
+        try:
+            causal_self_attention(*args)
+            raise AssertionError(f"{what}: expected a ValueError")
+        except ValueError as e:
+            print(f"ok: {what} raises ValueError: {e}")
+    '''),
+    md("""
+    ## Compare with lib
+
+    lib's numpy layer does the same in one reshape and one transpose for q, k and v together,
+    `(B, T, 3C) -> (B, T, 3H, D) -> (B, 3H, T, D)`, and also serves grouped key/value heads, RoPE
+    and the KV cache of chapter 6; the torch twin calls `F.scaled_dot_product_attention`, which
+    computes the same without storing the `(T, T)` weights.
+    """),
+    code('''
+    import lib.numpy_twin as nt
+    import lib.torch_twin as tt
+    from lib.display import show, side_by_side
+
+    show(nt.softmax)
+    side_by_side(nt.CausalSelfAttention.forward, tt.CausalSelfAttention.forward)
+    '''),
+    md("""
+    ## Going further
+
+    - Time your layer at GPT-2 Small's sizes (C = 768, H = 12) for T = 64, 256 and 1024. Which step
+      grows fastest with T, and why?
+    - Write the backward pass of the softmax, `ds = p * (dp - (dp * p).sum(-1, keepdims=True))`,
+      and check it against central differences with `lib.checks.expect_grad`.
+    """),
+]
