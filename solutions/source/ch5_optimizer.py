@@ -119,7 +119,7 @@ CELLS = [
     **`cross_entropy(logits, targets) -> (loss, dlogits)`.** `logits` is `(B, T, V)`, `targets`
     `(B, T)` integer ids. With $p = \mathrm{softmax}(z)$ at each of the $N = BT$ positions, the loss
     is the mean of $-\log p_{\text{target}}$, and its gradient with respect to the logits is
-    $(p - \text{one\_hot}(\text{target}))/N$.
+    $(p - \text{one-hot}(\text{target}))/N$.
     - Compute $\log p$ as a *log-softmax*: $\log p_i = z_i - m - \log\sum_j e^{z_j - m}$ with $m$ the
       row's maximum. No exponent is then positive, so nothing overflows: the hidden tests use
       logits up to $10^4$ (and $e^{710}$ is already infinite in float64).
@@ -130,8 +130,8 @@ CELLS = [
     **`lr_at(step, lr, min_lr, warmup_iters, max_iters) -> float`**, `step` counted from 0:
     - while `step < warmup_iters`: `lr * (step + 1) / warmup_iters` (the first step is not 0);
     - from there to `max_iters`: half a cosine from `lr` down to `min_lr`,
-      $\text{min\_lr} + (\text{lr} - \text{min\_lr})\,\tfrac12(1 + \cos \pi\,\text{progress})$ with
-      progress $= (\text{step} - \text{warmup\_iters}) / \max(1, \text{max\_iters} - \text{warmup\_iters})$;
+      $\mathrm{min\_lr} + (\text{lr} - \mathrm{min\_lr})\,\tfrac12(1 + \cos \pi\,\text{progress})$ with
+      progress $= (\text{step} - \mathrm{warmup\_iters}) / \max(1, \mathrm{max\_iters} - \mathrm{warmup\_iters})$;
     - from `max_iters` on: `min_lr`.
 
     **`adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas, eps, weight_decay)`** updates
@@ -139,7 +139,7 @@ CELLS = [
     names; `exp_avg` ($m$) and `exp_avg_sq` ($v$) start at zeros and are yours to update; `step` is
     $t$, 1 for the first update. For each parameter $p$ with gradient $g$:
 
-    $$p \leftarrow p - \text{lr}\cdot\text{wd}\cdot p \quad\text{(decoupled weight decay, only for 2-D tensors named \texttt{*.weight})},$$
+    $$p \leftarrow p - \text{lr}\cdot\text{wd}\cdot p \quad\text{(decoupled weight decay, 2-D weights only)},$$
     $$m \leftarrow \beta_1 m + (1 - \beta_1)\,g, \qquad v \leftarrow \beta_2 v + (1 - \beta_2)\,g^2,$$
     $$p \leftarrow p - \text{lr}\,\frac{\hat m}{\sqrt{\hat v} + \epsilon}, \qquad \hat m = \frac{m}{1 - \beta_1^t},\ \hat v = \frac{v}{1 - \beta_2^t}.$$
 
