@@ -9,8 +9,9 @@ fine-tuning; HellaSwag (Zellers et al., 2019) is the benchmark small GPTs are co
   sum and its mean per token (float64), and, after a neutral text too, its gain (how much the
   context raised it); all in one forward pass. The twin only runs the forward
   (`lib.twins.forward`); the log-softmax is numpy's, here, the same for both twins.
+  `score_questions(model, questions, neutral=None)` scores several items in one pass.
 - `evaluate(model, tokenizer, items, neutral=None)`: accuracy of the highest sum, mean and gain,
-  each with a 95% Wilson interval (`wilson_interval`).
+  each with a 95% Wilson interval (`wilson_interval`), many items a pass.
 - `next_line_items(...)`: the offline benchmark. A line of a play that no model here trained on
   (the validation part of `lib.data.load_corpus("shakespeare")`), the line that follows it and
   three other lines of the same play, drawn with a fixed seed.
@@ -115,17 +116,31 @@ def score_choices(model, context, choices, neutral=None):
     information. It removes what makes a choice likely anywhere (common words, a short line),
     which the sum and the mean both reward.
     """
+    return score_questions(model, [(context, choices)], neutral)[0]
+
+
+def score_questions(model, questions, neutral=None):
+    """[ChoiceScores] of several (context, choices) questions (as `score_choices` scores one),
+    all in one forward pass: a batch of many small questions keeps the twin busy."""
     config = model.config
-    context = _check_context("context", context, config.vocab_size)
-    choices = _check_choices(choices, config.vocab_size, config.n_ctx)
-    pairs = [(context, choice) for choice in choices]
     if neutral is not None:
         neutral = _check_context("neutral", neutral, config.vocab_size)
-        pairs += [(neutral, choice) for choice in choices]
-    sums, n_tokens = log_likelihoods(model, pairs)           # (K,) or (2K,) each
-    K = len(choices)
-    gain = None if neutral is None else sums[:K] - sums[K:]
-    return ChoiceScores(sums[:K], sums[:K] / n_tokens[:K], n_tokens[:K], gain)
+    pairs, sizes = [], []                                    # every (context, choice) row; K of each question
+    for context, choices in questions:
+        context = _check_context("context", context, config.vocab_size)
+        choices = _check_choices(choices, config.vocab_size, config.n_ctx)
+        pairs += [(context, choice) for choice in choices]
+        if neutral is not None:
+            pairs += [(neutral, choice) for choice in choices]
+        sizes.append(len(choices))
+    sums, n_tokens = log_likelihoods(model, pairs)           # (rows,) each
+    scores, start = [], 0
+    for K in sizes:
+        s, n = sums[start:start + K], n_tokens[start:start + K]                    # (K,) after the context
+        gain = None if neutral is None else s - sums[start + K:start + 2 * K]     # (K,)
+        scores.append(ChoiceScores(s, s / n, n, gain))
+        start += K if neutral is None else 2 * K
+    return scores
 
 
 # ---- accuracy -------------------------------------------------------------------------------------
@@ -140,25 +155,33 @@ def wilson_interval(correct, n, z=Z_95):
     return center - half, center + half
 
 
-def evaluate(model, tokenizer, items, neutral=None, progress=False):
+def evaluate(model, tokenizer, items, neutral=None, progress=False, max_logits=2**24):
     """Score every item ({"context": text, "choices": [text, ...], "label": index of the right
-    one}), one forward pass each, and return {"n", "chance" (mean of 1 / number of choices),
-    "accuracy" and "interval" (95% Wilson)}, each of the last two by score: the choice with the
-    highest "sum", the highest "mean" and, given a `neutral` text, the highest "gain" (see
-    `score_choices`)."""
+    one}) and return {"n", "chance" (mean of 1 / number of choices), "accuracy" and "interval"
+    (95% Wilson)}, each of the last two by score: the choice with the highest "sum", the highest
+    "mean" and, given a `neutral` text, the highest "gain" (see `score_choices`).
+
+    Items go through the model several at a time (`score_questions`), as many as keep one pass's
+    logits under max_logits (rows x n_ctx x vocabulary: 2**24 float32 are 64 MB); a model with
+    GPT-2's vocabulary and window reads one item a pass."""
     from .train import progress_bar
 
     if not items:
         raise ValueError("items is empty: expected at least one item to evaluate")
     neutral_ids = None if neutral is None else tokenizer.encode(neutral)
-    correct = dict.fromkeys(("sum", "mean") if neutral is None else ("sum", "mean", "gain"), 0)
+    keys = ("sum", "mean") if neutral is None else ("sum", "mean", "gain")
+    rows = max(len(item["choices"]) for item in items) * (1 if neutral is None else 2)   # an item's rows, at most
+    per_pass = max(1, max_logits // (rows * model.config.n_ctx * model.config.vocab_size))
+    correct = dict.fromkeys(keys, 0)
     with progress_bar(len(items), "scoring", disable=not progress) as bar:
-        for item in items:
-            scores = score_choices(model, tokenizer.encode(item["context"]),
-                                   [tokenizer.encode(c) for c in item["choices"]], neutral_ids)
-            for key in correct:
-                correct[key] += int(np.argmax(getattr(scores, key)) == item["label"])
-            bar.update(1)
+        for start in range(0, len(items), per_pass):
+            batch = items[start:start + per_pass]
+            questions = [(tokenizer.encode(item["context"]), [tokenizer.encode(c) for c in item["choices"]])
+                         for item in batch]
+            for item, scores in zip(batch, score_questions(model, questions, neutral_ids)):
+                for key in keys:
+                    correct[key] += int(np.argmax(getattr(scores, key)) == item["label"])
+            bar.update(len(batch))
     n = len(items)
     return {"n": n, "chance": float(np.mean([1 / len(item["choices"]) for item in items])),
             "accuracy": {key: c / n for key, c in correct.items()},

@@ -1,7 +1,8 @@
 """Zero-shot multiple choice (lib/evaluate.py, chapter 6b): the scores are the choices'
-log-likelihoods, both twins give the same ones, a batch gives what one choice at a time gives,
-bad input is refused with a clear error; the next-line benchmark comes from held-out plays only;
-HellaSwag's JSONL is read and scored offline, from a small file written here.
+log-likelihoods, both twins give the same ones, a batch gives what one choice at a time gives
+and several questions in one pass what each gives alone, bad input is refused with a clear
+error; the next-line benchmark comes from held-out plays only; HellaSwag's JSONL is read and
+scored offline, from a small file written here.
 
 Tolerance between the twins: the logits agree to 1e-4 in float32 (tests/test_model.py), so a
 sum of log-probabilities over n tokens agrees to 1e-4 per token.
@@ -53,6 +54,22 @@ def test_a_batch_gives_the_scores_of_one_choice_at_a_time(twin):
             np.testing.assert_allclose(getattr(alone, key)[0], getattr(batched, key)[k], rtol=0, atol=1e-5)
     after_neutral = [by_hand(nt.GPT(CONFIG, seed=1), neutral, choice) for choice in CHOICES]
     np.testing.assert_allclose(batched.gain, batched.sum - after_neutral, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("twin", [nt, tt])
+def test_several_questions_in_one_pass_score_as_one_at_a_time(twin):
+    model = twin.GPT(CONFIG, seed=1)
+    questions = [(CONTEXT, CHOICES), (list(b"JULIET:\n"), [list(b"O"), list(b"Romeo, Romeo")]), (list(b"a"), [[98]])]
+    for neutral in (None, list(b"\n")):
+        together = ev.score_questions(model, questions, neutral)
+        assert len(together) == len(questions)
+        for (context, choices), scores in zip(questions, together):
+            alone = ev.score_choices(model, context, choices, neutral)
+            for key in ("sum", "mean", "n_tokens") + (() if neutral is None else ("gain",)):
+                np.testing.assert_allclose(getattr(scores, key), getattr(alone, key), rtol=0, atol=1e-5)
+    items = [{"context": "JULIET:\n", "choices": ["O Romeo", "Ay me", "Good night"], "label": k} for k in range(3)]
+    one_per_pass = ev.evaluate(model, tokenizer_for(256), items, "\n", max_logits=1)
+    assert one_per_pass == ev.evaluate(model, tokenizer_for(256), items, "\n")
 
 
 def test_the_twins_agree_on_every_score():
