@@ -153,11 +153,11 @@ def find_leaks(pages: dict[str, str], answers: dict[str, set[str]]) -> list[tupl
     pages: {page: its code text}, in reading order; answers: {exercise page: its statements}.
     """
     order = list(pages)
+    shown = {page: "\n".join(map(normalise, text.splitlines())) for page, text in pages.items()}  # one line each
     leaks = []
     for exercise_page, wanted in answers.items():
         for page in order[:order.index(exercise_page)]:
-            shown = [normalise(line) for line in pages[page].splitlines()]
-            leaks += [(exercise_page, page, s) for s in sorted(wanted) if any(s in line for line in shown)]
+            leaks += [(exercise_page, page, s) for s in sorted(wanted) if s in shown[page]]
     return leaks
 
 
