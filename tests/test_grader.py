@@ -560,7 +560,6 @@ def test_bpe_reference_agrees_with_lib(hidden):
     from lib import tokenizer as tk
 
     module = hidden["ex6"]
-    assert module.GPT2_SPLIT_PATTERN == tk.GPT2_SPLIT_PATTERN
     for _, text, n, _ in module.CASES:
         merges, ids = module.train_bpe(text, n)
         chunks = regex.findall(tk.GPT2_SPLIT_PATTERN, text)

@@ -28,8 +28,8 @@ EXERCISE = Exercise(
 )
 
 
-def causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head):
-    x, wa, ba, wp, bp = (np.asarray(a, np.float64) for a in (x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias))
+def causal_self_attention(x, w_attn, b_attn, w_proj, b_proj, n_head):
+    x, wa, ba, wp, bp = (np.asarray(a, np.float64) for a in (x, w_attn, b_attn, w_proj, b_proj))
     B, T, C = x.shape
     D = C // n_head
     qkv = x @ wa + ba                                        # (B, T, 3C)
