@@ -201,9 +201,9 @@ CELLS = [
     md("""
     ## Going further
 
-    - With $\\lambda = 0.5$ and a pre-trained model, which of $L_1$ and $L_2$ is larger at the start of
-      fine-tuning, and why? Check it with `lib.finetune.pretrained(0)` and a batch of
-      `lib.finetune.word_order_examples`.
+    - With $\\lambda = 0.5$, which of $L_1$ and $L_2$ is larger at the start of fine-tuning a
+      pre-trained model, and at the start of training one from scratch? Why? Check it on chapter 7's
+      task.
     - Why does the head read the last position and not, say, the mean over positions? Think of what
       the causal mask lets each position see.
     """),
