@@ -43,6 +43,8 @@ fi
 "$PY" -c "import lib.pretrained as p; print('install.sh: small Shakespeare model in', p.shakespeare_small_folder())"
 # Chapter 8's modern-block model, which chapter 6b evaluates: 300 steps, under a minute, once.
 "$PY" -c "import lib.pretrained as p; print('install.sh: modern-block model in', p.modern_small_folder())"
+# Chapter 5's dropout measurement (the small preset twice on 4,000 bytes): about a minute each, once.
+"$PY" -c "import lib.overfitting as o; o.dropout_runs(progress=False); print('install.sh: chapter 5 dropout runs cached')"
 
 # Chapter 7's experiment (4 small pre-trainings, 16 fine-tunings): about 12 minutes on 2 cores,
 # once, then cached, so that neither the chapter nor the book build pays for it.
