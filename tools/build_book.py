@@ -30,7 +30,8 @@ PREVIOUS = ("html", ".doctrees", "jupyter_execute")  # what jb build writes unde
 def missing_results():
     """[(what, command that computes it)] for each result that a chapter reads from the cache and
     that is not there."""
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:                            # run as a script, tools/ is on the path instead
+        sys.path.insert(0, str(ROOT))
     import lib.finetune
     from lib.assets import AssetError
 
