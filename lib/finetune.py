@@ -208,6 +208,7 @@ def classifier(model, seed=0):
 
 
 def accuracy(model, head, x, labels):
+    """The fraction of rows of x (N, T) whose predicted class is their label (N,)."""
     return float(np.mean(twin_module(twin_of(model), "finetune").predict(model, head, x) == labels))
 
 
