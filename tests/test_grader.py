@@ -31,8 +31,9 @@ from grader.sandbox import LIB_DIR, SandboxUnavailable, _blocked_source, check_b
 from grader.spec import Config, Model, Rng, Verdict, close, equal, filtered, frequencies, integer
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {"ex1": "ch4_gelu", "ex2": "ch4_deeper", "ex3": "ch6_kv_cache", "ex4": "ch6_top_k_top_p",
-             "ex5": "ch5_loss_plotter", "ex8": "ch4_backward", "ex9": "ch5_optimizer", "ex6": "ch1_bpe", "ex7": "ch3_attention", "ex10": "ch7_finetune_loss", "ex11": "ch8_rope"}
+# Every exercise the grader knows, from its hidden tests: a new exercise is covered by every test
+# below (solution, stub, wrong answers, tampering, lib's answer blocked) without being listed here.
+NOTEBOOKS = {ex: module.EXERCISE.notebook for ex, module in load_hidden_tests(DEFAULT_TESTS).items()}
 TAMPER_CPU_CAP = 3
 
 
@@ -123,6 +124,16 @@ def wrong_results(hidden, tmp_path_factory):
 def test_at_least_three_wrong_fixtures_per_exercise():
     for exercise in NOTEBOOKS:
         assert sum(w.exercise == exercise for w in wrong.WRONG) >= 3, exercise
+
+
+def test_every_exercise_blocks_lib_and_is_tried_with_lib_answer(hidden):
+    """No exercise can forget to block lib's answer: each blocks at least one lib name and has a
+    case that hands in lib's answer (graded below: it must score nothing in the sandbox, and points
+    outside it, which shows that the blocked names are the ones that answer it)."""
+    assert set(NOTEBOOKS) == set(tamper.IMPORT_REFERENCE) == set(trivial.TRIVIAL), \
+        (sorted(NOTEBOOKS), sorted(tamper.IMPORT_REFERENCE), sorted(trivial.TRIVIAL))
+    for exercise, module in hidden.items():
+        assert module.EXERCISE.blocked, f"{exercise} blocks no lib name"
 
 
 @pytest.mark.parametrize("w", wrong.WRONG, ids=lambda w: f"{w.exercise}-{w.name}")
