@@ -48,20 +48,20 @@ def lr_at(step, lr, min_lr, warmup_iters, max_iters):
         return lr * (step + 1) / warmup_iters
     if step >= max_iters:
         return min_lr
-    progress = (step - warmup_iters) / max(1, max_iters - warmup_iters)
-    return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    done = (step - warmup_iters) / max(1, max_iters - warmup_iters)       # 0 -> 1 over the cosine
+    return min_lr + (lr - min_lr) * (1.0 + math.cos(done * math.pi)) / 2
 
 
-def adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+def adamw_step(params, grads, m, v, step, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
     b1, b2 = betas
     for name, p in params.items():
         g = grads[name]
         if p.ndim == 2 and name.endswith(".weight"):
             p *= 1 - lr * weight_decay
-        exp_avg[name] = b1 * exp_avg[name] + (1 - b1) * g
-        exp_avg_sq[name] = b2 * exp_avg_sq[name] + (1 - b2) * g * g
-        m_hat = exp_avg[name] / (1 - b1 ** step)
-        v_hat = exp_avg_sq[name] / (1 - b2 ** step)
+        m[name] = b1 * m[name] + (1 - b1) * g
+        v[name] = b2 * v[name] + (1 - b2) * g * g
+        m_hat = m[name] / (1 - b1 ** step)
+        v_hat = v[name] / (1 - b2 ** step)
         p -= lr * m_hat / (np.sqrt(v_hat) + eps)
 
 
