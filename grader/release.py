@@ -6,8 +6,9 @@ What goes in: the files git tracks (as they are in the working tree), that is th
 chapters, the exercise notebooks (stubs), lib, tools and the tests. What stays out
 (EXCLUDED_DIRS, EXCLUDED_FILES): `solutions/` (solved notebooks, hidden tests, grading fixtures,
 the notebook sources), `grader/` (the grader and this module) and the tests that need them
-(`tests/test_grader.py`, `tests/test_classroom.py`, `tests/test_release.py`): without hidden tests there is nothing for
-students to grade with.
+(`tests/test_grader.py`, `tests/test_classroom.py`, `tests/test_release.py`) and the check for
+answers shown before their exercise (`tools/answer_leaks.py`): without hidden tests there is
+nothing for students to grade with.
 
 After writing, the release is checked: no path under solutions/ or grader/, and no file
 containing a solution's graded code or a hidden test's source line that is specific enough to
@@ -23,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED_DIRS = ("solutions", "grader", ".git")
-EXCLUDED_FILES = ("tests/test_grader.py", "tests/test_classroom.py", "tests/test_release.py")
+EXCLUDED_FILES = ("tests/test_grader.py", "tests/test_classroom.py", "tests/test_release.py",
+                  "tools/answer_leaks.py")
 
 
 def source_files(root: Path = ROOT) -> list[Path]:

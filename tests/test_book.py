@@ -15,7 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-import answer_leaks  # noqa: E402
 from book_toc import source_of, toc_docnames  # noqa: E402
 from strip_outputs import NOTEBOOK_DIRS, find_outputs, notebooks, strip  # noqa: E402
 
@@ -236,11 +235,21 @@ def _as_rendered(source):
             + "</pre></div></div></div>")
 
 
-def _graded(exercise, folder="solutions"):
+@pytest.fixture(scope="module")
+def answer_leaks():
+    """tools/answer_leaks.py, which reads the solutions and hidden tests: an instructor's check,
+    skipped in the student release (`python -m grader.release`), which holds neither."""
+    if not (ROOT / "solutions" / "hidden_tests").is_dir():
+        pytest.skip("the student release has no solutions to look for")
+    import answer_leaks
+    return answer_leaks
+
+
+def _graded(answer_leaks, exercise, folder="solutions"):
     return answer_leaks.graded_source(ROOT / folder / f"{exercise.notebook}.ipynb", exercise.id)
 
 
-def test_leak_detector_finds_answers_only_on_earlier_pages():
+def test_leak_detector_finds_answers_only_on_earlier_pages(answer_leaks):
     import textwrap
 
     from lib.display import show
@@ -248,9 +257,9 @@ def test_leak_detector_finds_answers_only_on_earlier_pages():
 
     gelu = next(e for e in answer_leaks.exercises() if e.id == "ex1")
     answers = {"exercises/ch4_gelu": answer_leaks.answer_statements(gelu)}
-    solution = _graded(gelu)
+    solution = _graded(answer_leaks, gelu)
     reindented = textwrap.indent(solution.replace("\n", "  # a comment of the page's own\n"), "    ")
-    pages = {"chapters/03_attention": "<h1>3.</h1>" + _as_rendered(_graded(gelu, "exercises")),   # the stub
+    pages = {"chapters/03_attention": "<h1>3.</h1>" + _as_rendered(_graded(answer_leaks, gelu, "exercises")),   # the stub
              "chapters/04_model": "<p>GELU</p>" + _as_rendered(reindented),
              "chapters/04b_more": show(model.gelu_backward).data,                              # lib's answer
              "exercises/ch4_gelu": _as_rendered(solution),
@@ -263,7 +272,7 @@ def test_leak_detector_finds_answers_only_on_earlier_pages():
     assert answer_leaks.code_text("<pre>a &lt; b &amp;&amp; <span>c</span></pre><p>d</p>") == "a < b && c\n"
 
 
-def test_no_page_shows_an_answer_before_its_exercise(book):
+def test_no_page_shows_an_answer_before_its_exercise(book, answer_leaks):
     pages = answer_leaks.book_pages(book.html)
     answers = answer_leaks.book_answers(pages)
     assert answers, "the book holds no exercise"
@@ -272,7 +281,7 @@ def test_no_page_shows_an_answer_before_its_exercise(book):
         f"{page} shows the answer of {exercise}: {statement}" for exercise, page, statement in leaks[:40])
 
 
-def test_an_answer_planted_on_an_earlier_page_is_found(book):
+def test_an_answer_planted_on_an_earlier_page_is_found(book, answer_leaks):
     pages = answer_leaks.book_pages(book.html)
     answers = answer_leaks.book_answers(pages)
     order = list(pages)
@@ -283,9 +292,9 @@ def test_an_answer_planted_on_an_earlier_page_is_found(book):
             continue
         earlier = [p for p in order[:order.index(page)] if p.startswith("chapters/")][-1]
         html = (book.html / f"{earlier}.html").read_text(encoding="utf-8")
-        planted = html.replace("</main>", _as_rendered(_graded(exercise)) + "</main>", 1)
+        planted = html.replace("</main>", _as_rendered(_graded(answer_leaks, exercise)) + "</main>", 1)
         assert planted != html, f"{earlier}.html has no <main> to plant in"
         found = set(answer_leaks.find_leaks({**pages, earlier: answer_leaks.code_text(planted)}, answers)) - before
-        expected = answer_leaks.statements(_graded(exercise)) & answers[page]
+        expected = answer_leaks.statements(_graded(answer_leaks, exercise)) & answers[page]
         assert expected, f"{exercise.id}: its solution has no statement the detector can look for"
         assert {(page, earlier, s) for s in expected} <= found, f"{exercise.id}: planted on {earlier}, not found"

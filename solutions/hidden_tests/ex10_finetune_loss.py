@@ -35,7 +35,8 @@ def _mean_cross_entropy(z, targets):
     return -log_p[rows, targets].mean(), grad / len(z)
 
 
-def finetune_loss(hidden, logits, x, labels, weight, bias, lm_weight):
+def finetune_loss(hidden, logits, x, labels,
+                  weight, bias, lm_weight):
     B, T, C = hidden.shape
     V = logits.shape[-1]
     scores = hidden[:, -1] @ weight.T + bias

@@ -38,7 +38,8 @@ def rope_cos_sin(start, T, head_dim, base, dtype):
     positions = np.arange(start, start + T, dtype=np.float64)
     theta = np.array([base ** (-2.0 * i / head_dim) for i in range(head_dim // 2)])
     angles = np.outer(positions, theta)
-    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+    cos, sin = np.cos(angles), np.sin(angles)
+    return cos.astype(dtype), sin.astype(dtype)
 
 
 def _rotate(x, cos, sin, sign):
