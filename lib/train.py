@@ -33,6 +33,7 @@ from . import checkpoint
 from .twins import TWINS, as_model_ids, default_twin, twin_module, twin_of
 
 HISTORY_FILE = "history.json"
+READ_SECONDS = 1.0  # read queued losses at least this often: the progress bar redraws at most once a second
 
 # Settings of `python -m lib.train --recipe NAME`; options given on the command line win.
 # "gpt2": GPT-2 Small (124M, GPT-2's tokenizer) with the settings the GPT-3 paper gives for its
@@ -144,11 +145,26 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     bar = progress_bar(max_iters, f"training ({twin})", initial=start, disable=not (progress and main),
                        dynamic_ncols=True)
     wall, seconds_before = time.perf_counter(), history["seconds"]
+    pending, read_at = [], time.perf_counter()               # steps whose loss the host has not read yet
     try:
         for step in range(start, max_iters + 1):
-            if step == 0 or step > start and (step % eval_interval == 0 or step == max_iters):
+            evaluating = step == 0 or step > start and (step % eval_interval == 0 or step == max_iters)
+            saving = (out is not None and main and step > start
+                      and (step % checkpoint_interval == 0 or step == max_iters))
+            if pending and (evaluating or saving or callback is not None or step == max_iters
+                            or time.perf_counter() - read_at >= READ_SECONDS):
+                tick = time.perf_counter()
+                bad = _record(history, pending)
+                if bad:
+                    raise _stopped(*bad, out if main else None, history, last_saved)
+                history["train_seconds"] += time.perf_counter() - tick  # the wait for the queued steps
+                history["seconds"] = seconds_before + time.perf_counter() - wall
+                bar.set_postfix(loss=f"{history['train_loss'][-1]:.4f}", lr=f"{history['lr'][-1]:.2e}",
+                                refresh=False)
+                pending, read_at = [], time.perf_counter()
+            if evaluating:
                 _evaluate(trainer, evals, step, history, bar if progress and main else None)
-            if out is not None and main and step > start and (step % checkpoint_interval == 0 or step == max_iters):
+            if saving:
                 arrays, meta = trainer.state()
                 meta.update(twin=twin, sampler=sampler.state_dict(), history=history)
                 last_saved = checkpoint.save_checkpoint(out, step, model.config, trainer.model_state(), arrays, meta)
@@ -163,17 +179,12 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
             try:
                 loss, norm = trainer.step(micro, lr_now)
             except FloatingPointError as e:
-                if out is not None and main:
-                    write_history(out, history)
-                kept = f"the last good checkpoint is {last_saved}" if last_saved else "no checkpoint was written"
-                raise FloatingPointError(f"training stopped at step {step + 1}: {e}; the weights are those "
-                                         f"after step {step}, and {kept}") from None
+                _record(history, pending)                    # the steps before it
+                raise _stopped(step + 1, e, out if main else None, history, last_saved) from None
+            pending.append((step + 1, loss, lr_now, norm))
             history["train_seconds"] += time.perf_counter() - tick
-            for key, value in (("step", step + 1), ("train_loss", loss), ("lr", lr_now), ("grad_norm", norm)):
-                history[key].append(value)
             history["seconds"] = seconds_before + time.perf_counter() - wall
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr_now:.2e}", refresh=False)
     finally:
         bar.close()
         trainer.close()
@@ -231,6 +242,34 @@ def my_micro_batches(x, y, rank, batch_size, grad_accum):
     first = rank * batch_size * grad_accum
     return [(x[i:i + batch_size], y[i:i + batch_size])
             for i in range(first, first + batch_size * grad_accum, batch_size)]
+
+
+def _record(history, pending):
+    """Append the pending steps [(step, loss, lr, norm), ...] to the history. The torch twin
+    leaves each step's loss and norm on the device (a GPU would idle while the host reads a number
+    every step); all of them cross to the host here, in one transfer. Returns None, or
+    (step, what is wrong) for the first non-finite step, recording only the steps before it."""
+    values = [v for _, loss, _, norm in pending for v in (loss, norm)]
+    if values and hasattr(values[0], "detach"):              # 0-d tensors; float64 holds float32 exactly
+        import torch
+        values = torch.stack([v.double() for v in values]).tolist()
+    for (step, _, lr, _), loss, norm in zip(pending, values[::2], values[1::2]):
+        if not math.isfinite(loss):
+            return step, f"the loss is {loss}"
+        if not math.isfinite(norm):
+            return step, f"the gradient norm is {norm}"
+        for key, value in (("step", step), ("train_loss", loss), ("lr", lr), ("grad_norm", norm)):
+            history[key].append(value)
+    return None
+
+
+def _stopped(step, problem, out, history, last_saved):
+    """The FloatingPointError that ends a run at a non-finite step, after writing the history to `out`."""
+    if out is not None:
+        write_history(out, history)
+    kept = f"the last good checkpoint is {last_saved}" if last_saved else "no checkpoint was written"
+    return FloatingPointError(f"training stopped at step {step}: {problem}; the weights are those after step "
+                              f"{step - 1}, and {kept}")
 
 
 def _evaluate(trainer, evals, step, history, bar):

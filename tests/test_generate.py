@@ -194,6 +194,24 @@ def test_stop_token(twins):
         assert np.array_equal(single, free[:1, :7 + first[0] + 1])
 
 
+def test_generate_with_a_stop_token_reads_the_device_every_16_steps(twins, monkeypatch):
+    _, model = twins
+    monkeypatch.setattr(model, "_check_idx", lambda idx, start: None)  # reads the ids' min and max, on the CPU only
+    free = run(model, PROMPT, 20, temperature=0)
+    stop = 1 + int(free[:, 7:].max())                    # never produced: the stream runs its length
+    reads, counts = [], []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _f=original, _n=name, **k:
+                            (reads.append(_n), _f(self, *a, **k))[1])
+    for n in (2, 16):                                    # one check of `done` at the start, one trim
+        reads.clear()
+        out = model.generate(torch.as_tensor(PROMPT), n, temperature=0, stop_token=stop)
+        counts.append(len(reads))
+        assert np.array_equal(out.numpy(), free[:, :7 + n])
+    assert counts[0] == counts[1], counts
+
+
 def test_zero_new_tokens_returns_the_prompt(twins):
     for model in twins:
         assert np.array_equal(run(model, PROMPT, 0, temperature=0.7), PROMPT)

@@ -23,6 +23,8 @@ from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.checkpoint import latest_checkpoint, load_checkpoint
 from lib.config import GPTConfig, uses_weight_decay
+import lib.train
+from lib.torch_twin.train import queue_step
 from lib.train import evaluate_loss, lr_at, main, perplexity, read_history, train
 
 F64 = 1e-10
@@ -270,6 +272,46 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(twin,
     _, state, _, meta = load_checkpoint(tmp_path)
     assert meta["step"] == 7 and all(np.isfinite(v).all() for v in state.values())
     assert read_history(tmp_path)["step"] == list(range(1, 8))
+
+
+def count_host_reads(monkeypatch):
+    """A list that grows by one name each time the host reads a torch tensor's value (each read
+    waits for the device): .item(), .tolist(), bool(), float(), int(), .cpu(), .numpy()."""
+    reads = []
+
+    def counted(name, original):
+        return lambda self, *args, **kw: (reads.append(name), original(self, *args, **kw))[1]
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "cpu", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+    return reads
+
+
+def test_torch_training_reads_the_device_at_reports_only(monkeypatch):
+    monkeypatch.setattr(lib.train, "READ_SECONDS", math.inf)  # no report by the clock
+    reads, counts = count_host_reads(monkeypatch), []
+    for n in (2, 8):                                        # evaluations at 0 and n, one read of the losses
+        model = tt.GPT(tiny(), seed=0)
+        model._check_idx = lambda idx, start: None          # reads min and max of the ids, on the CPU only
+        reads.clear()
+        history = train(model, TRAIN, VAL, max_iters=n, **FAST)
+        counts.append(len(reads))
+        assert history["step"] == list(range(1, n + 1)) and all(map(math.isfinite, history["train_loss"]))
+    assert counts[0] == counts[1], counts
+
+
+def test_a_queued_non_finite_step_leaves_the_weights_until_read():
+    model = tt.GPT(tiny(), seed=0)
+    optimizer, halted = tt.AdamW(model.named_parameters()), torch.zeros((), dtype=torch.bool)
+    x, y = (torch.tensor(a) for a in batch(3))
+    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    hook = model.register_forward_hook(lambda module, inputs, logits: logits * float("nan"))
+    loss, _ = queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted)
+    hook.remove()
+    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted)   # a finite step, still skipped
+    assert math.isnan(loss.item()) and halted.item() and optimizer.steps == 1
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
 
 
 def test_history_is_written_and_a_fresh_run_replaces_old_checkpoints(tmp_path):

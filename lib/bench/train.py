@@ -134,7 +134,8 @@ def gpu(steps, batch, compile):
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for b in batches[5:]:
-        trainer.step(b, 6e-4)                                # .item() inside: waits for the GPU
+        trainer.step(b, 6e-4)
+    torch.cuda.synchronize()                                 # the steps are queued: wait for the last
     seconds = time.perf_counter() - t0
     trainer.close()
     tokens_per_s = steps * batch * T / seconds

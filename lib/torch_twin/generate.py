@@ -3,9 +3,10 @@ new token, each reading the KV cache instead of recomputing the past.
 
 Read it beside `lib/numpy_twin/generate.py`: same functions, same names, same order. Two
 differences. The next token is chosen on the model's device (`lib/torch_twin/sampling.py`,
-lib.sampling's steps in torch), so a GPU never waits for the host between tokens unless a
-`stop_token` must be checked; `sample_on_device=False` uses the shared sampler on the host
-instead. And on the CPU, cached decoding multiplies through a second layout of the weights
+lib.sampling's steps in torch), so a GPU never waits for the host between tokens (with a
+`stop_token`, `generate` asks whether every row has stopped once every `STOP_CHECK_EVERY`
+steps); `sample_on_device=False` uses the shared sampler on the host instead. And on the
+CPU, cached decoding multiplies through a second layout of the weights
 (`lib/torch_twin/cpu_decode.py`: torch's one-row product uses one thread; numpy's BLAS needs no
 such help).
 
@@ -28,6 +29,11 @@ from .cpu_decode import cpu_decode_layout
 from .model import KVCache
 from .sampling import DeviceSampler, HostSampler
 
+# generate() reads "has every row produced stop_token?" once every this many steps, not every
+# step: each read makes a GPU wait for the host. The extra steps only repeat stop_token, and
+# generate trims them (`stop_length`), so its tokens are those of a check every step.
+STOP_CHECK_EVERY = 16
+
 
 class Stream:
     """An iterator over the new tokens, one (B,) tensor of ids (on the model's device) per step.
@@ -35,11 +41,13 @@ class Stream:
     Attributes: `prompt` (B, T), the prompt as given; `cropped`, how many of its first tokens
     the model never sees (T - n_ctx when T > n_ctx, else 0); `refills`, how many times a full
     cache has been refilled so far. Rows that have produced `stop_token` keep producing it
-    until every row has, and then the stream ends.
+    until every row has, and then the stream ends: at once, or, with check_every=k, at the next
+    multiple of k steps (the check reads the device).
     """
 
     def __init__(self, model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                 repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None, sample_on_device=True):
+                 repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None, sample_on_device=True,
+                 check_every=1):
         config, weight = model.config, model.wte.weight
         check_generation(np.asarray(idx.cpu() if torch.is_tensor(idx) else idx), config.vocab_size,
                          max_new_tokens, use_cache, stop_token)
@@ -57,14 +65,17 @@ class Stream:
         self.cache = KVCache(config, B, weight.dtype, weight.device) if use_cache else None
         self.pending = self.window                           # (B, t): ids not yet in the cache
         self.done = torch.zeros(B, dtype=torch.bool, device=weight.device)  # rows past stop_token
+        self.check_every, self.produced = check_every, 0
 
     def __iter__(self):
         return self
 
     def __next__(self):                                      # -> (B,) new ids
-        if self.remaining == 0 or (self.stop_token is not None and bool(self.done.all())):
+        checking = self.stop_token is not None and self.produced % self.check_every == 0
+        if self.remaining == 0 or checking and bool(self.done.all()):
             raise StopIteration
         self.remaining -= 1
+        self.produced += 1
         return self.step()
 
     @torch.inference_mode()
@@ -106,5 +117,17 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     reproduces a sample. use_cache=False recomputes the whole window for every token.
     """
     s = Stream(model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty,
-               use_cache, seed, stop_token, sample_on_device)
-    return torch.cat([s.prompt, *(ids[:, None] for ids in s)], dim=1)  # (B, T + n)
+               use_cache, seed, stop_token, sample_on_device, check_every=STOP_CHECK_EVERY)
+    out = torch.cat([s.prompt, *(ids[:, None] for ids in s)], dim=1)  # (B, T + n'), n' >= n
+    T = s.prompt.shape[1]
+    return out[:, :T + stop_length(out[:, T:], stop_token)]  # (B, T + n)
+
+
+def stop_length(new, stop_token):
+    """How many of the new tokens (B, n) a stream checking every step gives: up to the step
+    where the last row produced stop_token, or all n. One read of the device, after the loop."""
+    if stop_token is None:
+        return new.shape[1]
+    all_stopped = ((new == stop_token).cumsum(dim=1) > 0).all(dim=0)  # (n,)
+    first = all_stopped.nonzero()                                     # (steps, 1)
+    return int(first[0]) + 1 if len(first) else new.shape[1]

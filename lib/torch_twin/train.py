@@ -2,7 +2,9 @@
 device side (GPU precision, DistributedDataParallel).
 
 Read it beside `lib/numpy_twin/train.py`: same names, same order; autograd replaces the
-hand-written gradients. The loop around them is framework-free and lives in `lib/train.py`.
+hand-written gradients. Two more: `accumulate` (a step's first half) and `queue_step`, the step
+the Trainer takes on a device without waiting for it. The loop around them is framework-free and
+lives in `lib/train.py`.
 Shapes: B batch, T time, V vocab.
 """
 from __future__ import annotations
@@ -86,12 +88,12 @@ def clip_grad_norm(parameters, max_norm):
     return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
 
 
-def train_step(model, optimizer, micro_batches, lr, grad_clip, autocast=contextlib.nullcontext, scaler=None):
-    """One optimizer step over the micro-batches [(x, y), ...] (gradient accumulation): each
-    micro-batch's loss is scaled by 1/k, so k micro-batches equal one batch k times larger.
-    Under DDP, gradients are averaged across processes on the last micro-batch only, and the
-    loss returned is the mean over all processes. Returns (mean loss, gradient norm before
-    clipping); a non-finite loss or gradient raises FloatingPointError before the weights change."""
+def accumulate(model, optimizer, micro_batches, lr, grad_clip, autocast=contextlib.nullcontext, scaler=None):
+    """The first half of a step: set the rate, backpropagate the micro-batches [(x, y), ...]
+    (gradient accumulation: each micro-batch's loss is scaled by 1/k, so k micro-batches equal one
+    batch k times larger), then clip. Under DDP, gradients are averaged across processes on the
+    last micro-batch only, and the loss is the mean over all processes. Returns (mean loss,
+    gradient norm before clipping) as 0-d tensors on the device: nothing here waits for it."""
     for group in optimizer.param_groups:
         group["lr"] = lr
     k = len(micro_batches)
@@ -110,6 +112,14 @@ def train_step(model, optimizer, micro_batches, lr, grad_clip, autocast=contextl
         scaler.unscale_(optimizer)
     params = list(optimizer.names.values())
     norm = clip_grad_norm(params, grad_clip) if grad_clip else grad_norm(params)
+    return loss, norm
+
+
+def train_step(model, optimizer, micro_batches, lr, grad_clip, autocast=contextlib.nullcontext, scaler=None):
+    """One optimizer step over the micro-batches [(x, y), ...] (`accumulate`, then AdamW).
+    Returns (mean loss, gradient norm before clipping) as floats; a non-finite loss or gradient
+    raises FloatingPointError before the weights change."""
+    loss, norm = accumulate(model, optimizer, micro_batches, lr, grad_clip, autocast, scaler)
     loss, norm = loss.item(), norm.item()
     if not math.isfinite(loss):
         raise FloatingPointError(f"the loss is {loss}")
@@ -120,6 +130,22 @@ def train_step(model, optimizer, micro_batches, lr, grad_clip, autocast=contextl
         scaler.update()
     else:
         optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, norm
+
+
+def queue_step(model, optimizer, micro_batches, lr, grad_clip, halted, autocast=contextlib.nullcontext):
+    """`train_step` for a loop that must not wait for the device each step (a GPU would idle
+    while the host reads a number): the loss and norm stay on the device as 0-d tensors, for the
+    host to read when it reports them, and so does the check that they are finite. A non-finite
+    one sets `halted` (a boolean 0-d tensor owned by the caller), and while it is set AdamW's
+    fused kernel skips every update (its `found_inf`): when the host reads the losses later, the
+    weights and moments are still those from before the first bad step."""
+    loss, norm = accumulate(model, optimizer, micro_batches, lr, grad_clip, autocast)
+    halted |= ~(torch.isfinite(loss) & torch.isfinite(norm))
+    optimizer.found_inf = halted.float()
+    optimizer.step()
+    del optimizer.found_inf
     optimizer.zero_grad(set_to_none=True)
     return loss, norm
 
@@ -213,6 +239,7 @@ class Trainer:
         if device.type == "cuda" or gpu_on_cpu():
             self.padded_head.enter_context(pad_vocab(model))
         self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
+        self.halted = torch.zeros((), dtype=torch.bool, device=device)  # set by a non-finite step (queue_step)
         self.compute = torch.compile(model) if compile else model
         if self.world_size > 1:
             self.compute = DistributedDataParallel(self.compute, device_ids=[local_rank] if cuda else None)
@@ -225,8 +252,16 @@ class Trainer:
                       for t in (torch.from_numpy(x), torch.from_numpy(y))) for x, y in batches]
 
     def step(self, micro_batches, lr):
-        return train_step(self.compute, self.optimizer, self._to_device(micro_batches), lr, self.grad_clip,
-                          self.autocast, self.scaler)
+        """(mean loss, gradient norm) of one optimizer step, left on the device unread
+        (`queue_step`; lib.train reads them when it reports). With a GradScaler (float16), or an
+        optimizer without the fused kernel, they are read at once (`train_step`): an infinite
+        norm there only lowers the scale, and the host decides."""
+        micro_batches = self._to_device(micro_batches)
+        if self.scaler or not self.optimizer.defaults["fused"]:
+            return train_step(self.compute, self.optimizer, micro_batches, lr, self.grad_clip, self.autocast,
+                              self.scaler)
+        return queue_step(self.compute, self.optimizer, micro_batches, lr, self.grad_clip, self.halted,
+                          self.autocast)
 
     def evaluate(self, batches):
         """Mean loss over this process's batches, averaged over all processes."""
