@@ -66,7 +66,7 @@ def setup():
     return Cell("code", SETUP, SETUP)
 
 
-def notebook(cells, exercise, solution):
+def notebook(cells, exercise, solution, name):
     nb = nbformat.v4.new_notebook()
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.language_info = {"name": "python"}
@@ -85,6 +85,10 @@ def notebook(cells, exercise, solution):
         if tags:
             new.metadata.tags = tags
         nb.cells.append(new)
+    nb.cells.append(nbformat.v4.new_markdown_cell(
+        f"**Handing in.** Keep `{name}` in the file's name (`alice_{name}.ipynb`, say): the grader "
+        "knows the exercise from the file name. It runs only the graded cells, on inputs you have not "
+        "seen, and its report says which tests failed and why."))
     for i, c in enumerate(nb.cells):                         # stable ids: rebuilding changes nothing
         c.id = f"{exercise}-{i:02d}"
     return nb
@@ -104,7 +108,7 @@ def main():
         source = load_source(path)
         for folder, solution in (("exercises", False), ("solutions", True)):
             out = ROOT / folder / f"{path.stem}.ipynb"
-            nb = notebook(source.CELLS, source.EXERCISE, solution)
+            nb = notebook(source.CELLS, source.EXERCISE, solution, path.stem)
             nbformat.validate(nb)
             text = nbformat.writes(nb) + "\n"
             if not out.exists() or out.read_text() != text:
