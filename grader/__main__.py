@@ -30,6 +30,26 @@ def report(submission, instructor: bool = False) -> str:
     return "\n\n".join(blocks) + f"\n\ntotal: {submission.score}/{submission.max_score}"
 
 
+def add_sandbox_options(parser):
+    """--tests, --timeout, --memory-mb: the hidden tests and each sandbox run's limits (this
+    command and `python -m grader.classroom`, which passes them on)."""
+    parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS, help=f"hidden tests (default {DEFAULT_TESTS})")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="cap, in CPU seconds, on each sandbox run (default: the hidden tests' own limits)")
+    parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit of each sandbox (MiB)")
+
+
+def check_sandbox_options(parser, args):
+    """Refuse, through the parser, what add_sandbox_options' values cannot be."""
+    if not args.tests.is_dir():
+        parser.error(f"hidden tests folder {args.tests} does not exist (they ship with the instructors' "
+                     f"copy, in solutions/hidden_tests)")
+    if args.timeout is not None and args.timeout <= 0:
+        parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
+    if args.memory_mb < 256:
+        parser.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path, help="one student's notebooks")
@@ -38,18 +58,9 @@ def main(argv=None) -> int:
     parser.add_argument("--exercise", default=None, help="grade every notebook given on this exercise id, whatever its name")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     parser.add_argument("--instructor", action="store_true", help="add the expected values (not for students)")
-    parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS, help=f"hidden tests (default {DEFAULT_TESTS})")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="cap, in CPU seconds, on each sandbox run (default: the hidden tests' own limits)")
-    parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit of the sandbox (MiB)")
+    add_sandbox_options(parser)
     args = parser.parse_args(argv)
-    if not args.tests.is_dir():
-        parser.error(f"hidden tests folder {args.tests} does not exist (they ship with the instructors' "
-                     f"copy, in solutions/hidden_tests)")
-    if args.timeout is not None and args.timeout <= 0:
-        parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
-    if args.memory_mb < 256:
-        parser.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
+    check_sandbox_options(parser, args)
     hidden = load_hidden_tests(args.tests)
     if args.exercise is not None and args.exercise not in hidden:
         parser.error(f"--exercise {args.exercise!r}: no hidden tests for it (known: {', '.join(hidden)})")

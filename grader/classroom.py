@@ -46,9 +46,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import (DEFAULT_TESTS, ExerciseResult, NotebookResult, Submission, TestResult, exercise_for,
+from . import (ExerciseResult, NotebookResult, Submission, TestResult, exercise_for,
                load_hidden_tests, max_score, printable)
-from .__main__ import report
+from .__main__ import add_sandbox_options, check_sandbox_options, report
 from .sandbox import SandboxUnavailable, check_bwrap
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]      # where `python -m grader` finds the package
@@ -257,23 +257,15 @@ def main(argv=None) -> int:
     parser.add_argument("--assignment", default=None,
                         help="the exercises, comma-separated ids, or 'all' (default: those the class's files name)")
     parser.add_argument("--feedback", type=Path, default=None, help="a folder for one STUDENT.txt report per student")
-    parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS, help=f"hidden tests (default {DEFAULT_TESTS})")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="cap, in CPU seconds, on each sandbox run (default: the hidden tests' own limits)")
-    parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit of each sandbox (MiB)")
+    add_sandbox_options(parser)
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         parser.error(f"submissions folder {args.submissions} does not exist")
     if not args.csv.parent.is_dir():
         parser.error(f"--csv {args.csv}: folder {args.csv.parent} does not exist")
-    if not args.tests.is_dir():
-        parser.error(f"hidden tests folder {args.tests} does not exist")
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    if args.timeout is not None and args.timeout <= 0:
-        parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
-    if args.memory_mb < 256:
-        parser.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
+    check_sandbox_options(parser, args)
     hidden = load_hidden_tests(args.tests)
     if args.assignment == "all":
         assignment = list(hidden)
