@@ -7,8 +7,10 @@ on a CPU too, so that every GPU branch can run where there is no GPU (CI):
 - the torch twin's `Trainer` takes its GPU code paths on the CPU: autocast in bfloat16 (or
   float16 with a gradient scaler), the padded vocabulary, `torch.compile` when asked; AdamW's
   fused kernel and `scaled_dot_product_attention` are the same calls on both devices.
-What only CUDA can run stays in `lib/torch_twin/train.py`'s `Trainer`: the dtype chosen from the
-compute capability, TF32, the current device, pinned-memory batches, the CUDA RNG state and NCCL.
+What only CUDA can run stays in two places: `synchronize()` here, and in
+`lib/torch_twin/train.py`'s `Trainer` the lines marked "CUDA only" (the current device, TF32,
+pinned-memory batches, the CUDA RNG state) with the dtype chosen from the compute capability
+in `precision` and NCCL in `init_distributed`.
 """
 import os
 
@@ -46,3 +48,19 @@ def gpu_or_tiny(gpu_value, tiny_value):
     """A size of a GPU branch: gpu_value on a CUDA device, tiny_value when that branch runs on a
     CPU under GPT2_COURSE_GPU_ON_CPU=1."""
     return tiny_value if gpu_on_cpu() and not cuda() else gpu_value
+
+
+def where() -> str:
+    """Where a notebook runs, in words: the GPU's name, a CPU standing in for one, or a CPU."""
+    if cuda():
+        import torch
+        return f"GPU: {torch.cuda.get_device_name()}"
+    return f"CPU standing in for a GPU ({GPU_ON_CPU}=1): GPU code paths, tiny sizes" if gpu_on_cpu() else "CPU"
+
+
+def synchronize():
+    """Wait until the device has finished the work queued so far (CUDA only: a CPU computes
+    as it is called), so that a timer stopped after it measures the work and not its queueing."""
+    if cuda():
+        import torch
+        torch.cuda.synchronize()
