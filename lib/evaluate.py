@@ -37,6 +37,7 @@ import numpy as np
 
 from .assets import cache_dir, write_atomic
 from .numpy_twin.train import log_softmax
+from .scale import device
 from .twins import TWINS, default_twin, forward, twin_module
 
 HELLASWAG_VAL_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
@@ -335,8 +336,7 @@ def main(argv=None):
         items = hellaswag_items(args.file or download_hellaswag(), limit=args.items)
     model = load_model(args.model, twin)
     if twin == "torch":
-        import torch
-        model.to(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model.to(args.device or device())
     from .sample import tokenizer_for
 
     result = evaluate(model, tokenizer_for(model.config.vocab_size), items, neutral, progress=sys.stderr.isatty())

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from .config import kv_cache_bytes
+from .scale import device
 from .twins import TWINS, as_model_ids, default_twin, twin_module
 
 
@@ -83,8 +84,7 @@ def main(argv=None):
     tokenizer = tokenizer_for(config.vocab_size)
     prompt = tokenizer.encode(args.prompt, allowed_special="all")   # list of T ids
     if twin == "torch":
-        import torch
-        model.to(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        model.to(args.device or device())
     idx = as_model_ids(model, [prompt])                              # (1, T)
     cache_bytes = 0 if args.no_cache else kv_cache_bytes(config, config.n_ctx, model.wte.weight.dtype)
     note(f"{folder} ({twin} twin): {config.n_layer} layers, n_ctx {config.n_ctx}, vocab {config.vocab_size}; "

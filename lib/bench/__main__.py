@@ -1,4 +1,4 @@
-"""`python -m lib.bench NAME [options]`: run one benchmark (forward, tokenizer, train, decode).
+"""`python -m lib.bench NAME [options]`: run one benchmark (forward, tokenizer, train, decode, gpu).
 
 Each benchmark lives in `lib/bench/NAME.py` with a `main(argv)` that prints a table and,
 as its last line, one JSON object with what it measured.
@@ -6,7 +6,7 @@ as its last line, one JSON object with what it measured.
 import importlib
 import sys
 
-BENCHMARKS = ("forward", "tokenizer", "train", "decode")
+BENCHMARKS = ("forward", "tokenizer", "train", "decode", "gpu")
 
 
 def main(argv=None):

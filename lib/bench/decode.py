@@ -180,8 +180,7 @@ def main(argv=None):
     if max(load_before[0], load_after[0]) > 1.5 * (os.cpu_count() or 1):
         print(f"warning: the machine was busy (load average {load_before[0]:.1f} -> {load_after[0]:.1f}); "
               f"figures are noisy")
-    gpu = "not measured: no CUDA device" if not torch.cuda.is_available() else "not measured by this benchmark"
-    print(f"GPU (bf16, on-device sampling): {gpu}")
+    print("GPU figures (bf16, beside transformers): python -m lib.bench gpu")
     print(json.dumps({"benchmark": "decode", "clock": "cpu, one thread" if args.cpu_time else "wall",
                       "preset": args.preset, "prompt_tokens": args.prompt,
                       "new_tokens": args.new, "tokens_per_s": tok_s, "best_tokens_per_s": best,
@@ -189,7 +188,7 @@ def main(argv=None):
                       "percent_of_bound": {k: 100 * v / bound for k, v in tok_s.items()},
                       "ratios": ratios, "targets": TARGETS, "met": met,
                       "kv_cache_bytes_per_token": kv_cache_bytes(cfg, 1),
-                      "load_average": [load_before[0], load_after[0]], "gpu": gpu}))
+                      "load_average": [load_before[0], load_after[0]]}))
 
 
 if __name__ == "__main__":

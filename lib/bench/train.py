@@ -11,9 +11,7 @@
 - memory: peak resident memory of one GPT-2 124M training step (batch 1 x 256, AdamW: model,
   gradients, moments and activations) above the process's memory after its imports, in a
   fresh process per twin (target <= 2.5 GiB).
-- gpu: with CUDA, 124M at context 1,024 (bf16 from compute capability 8.0): tokens/s and
-  MFU = tokens/s x (6N + 12 x n_layer x n_embd x T) / 989e12 (dense bf16 peak of H100/H200).
-  Without CUDA: reported as not measured.
+(GPU figures: `python -m lib.bench gpu`.)
 Last line: one JSON object with every figure.
 """
 from __future__ import annotations
@@ -24,7 +22,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -34,8 +31,7 @@ from ..twins import TWINS, as_model_ids, twin_module
 from . import BLOCK, time_in_blocks
 
 GIB = 2 ** 30
-TARGETS = {"val_loss": 1.85, "ratio": 1.5, "torch_ms": 34.0, "memory_gib": 2.5, "mfu": 0.45}
-H100_BF16_PEAK = 989e12
+TARGETS = {"val_loss": 1.85, "ratio": 1.5, "torch_ms": 34.0, "memory_gib": 2.5}
 
 
 # ---- quality ------------------------------------------------------------------------------------
@@ -115,46 +111,14 @@ def memory(twin):
             "loss": r["loss"]}
 
 
-# ---- GPU ----------------------------------------------------------------------------------------
-def gpu(steps, batch, compile):
-    """124M, context 1,024, on CUDA with the torch twin's GPU path (autocast, fused AdamW)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return {"measured": False, "note": "not measured: no CUDA device"}
-    from ..torch_twin import GPT, Trainer
-
-    cfg, T = GPTConfig.gpt2(), 1024
-    model = GPT(cfg)
-    trainer = Trainer(model, 6e-4, (0.9, 0.95), 0.1, 1.0, device="cuda", compile=compile)
-    rng = np.random.default_rng(0)
-    batches = [[(rng.integers(0, cfg.vocab_size, (batch, T)),) * 2] for _ in range(steps + 5)]  # x as y: speed only
-    for b in batches[:5]:                                    # warm-up (and compilation)
-        trainer.step(b, 6e-4)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for b in batches[5:]:
-        trainer.step(b, 6e-4)
-    torch.cuda.synchronize()                                 # the steps are queued: wait for the last
-    seconds = time.perf_counter() - t0
-    trainer.close()
-    tokens_per_s = steps * batch * T / seconds
-    flops_per_token = 6 * model.num_params() + 12 * cfg.n_layer * cfg.n_embd * T
-    return {"measured": True, "device": torch.cuda.get_device_name(), "tokens_per_s": tokens_per_s,
-            "mfu": tokens_per_s * flops_per_token / H100_BF16_PEAK, "batch": batch, "compile": compile}
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m lib.bench train", description=__doc__.split("\n")[0])
-    p.add_argument("--parts", nargs="+", choices=("quality", "timing", "memory", "gpu"),
-                   default=["quality", "timing", "memory", "gpu"])
+    p.add_argument("--parts", nargs="+", choices=("quality", "timing", "memory"),
+                   default=["quality", "timing", "memory"])
     p.add_argument("--twins", nargs="+", choices=TWINS, default=list(TWINS))
     p.add_argument("--iters", type=int, default=RECIPE["max_iters"], help="quality: training steps")
     p.add_argument("--eval-iters", type=int, default=200, help="quality: batches of 12 x 64 for the final losses")
     p.add_argument("--reps", type=int, default=30, help="timing: timed steps per twin (median reported)")
-    p.add_argument("--gpu-steps", type=int, default=20)
-    p.add_argument("--gpu-batch", type=int, default=16)
-    p.add_argument("--compile", action="store_true", help="gpu: torch.compile the model")
     args = p.parse_args(argv)
     results = {}
     if "quality" in args.parts:
@@ -176,10 +140,6 @@ def main(argv=None):
             r = results["memory"][twin] = memory(twin)
             print(f"memory {twin:<6} one 124M step, batch 1 x 256: {r['above_imports_gib']:.2f} GiB above the "
                   f"{r['after_imports_gib']:.2f} GiB after imports (target <= {TARGETS['memory_gib']})")
-    if "gpu" in args.parts:
-        r = results["gpu"] = gpu(args.gpu_steps, args.gpu_batch, args.compile)
-        print(f"gpu 124M x 1024: {r['tokens_per_s']:.0f} tokens/s, MFU {100 * r['mfu']:.1f}% (target >= 45%)"
-              if r["measured"] else f"gpu: {r['note']}")
     print(json.dumps({"benchmark": "train", "targets": TARGETS, **results}))
 
 

@@ -254,9 +254,10 @@ class GPT(nn.Module):
         if idx.shape[1] == 0 or start + idx.shape[1] > self.config.n_ctx:
             raise ValueError(f"sequence of {start + idx.shape[1]} positions ({idx.shape[1]} new) does not fit "
                              f"the context: expected 1 to n_ctx={self.config.n_ctx}")
-        # On a GPU, reading min and max would make the host wait for the device at every call; there
-        # the ids are checked once, before the loop: lib.train checks its data, generate its prompt.
-        if idx.device.type != "cpu":
+        # On a GPU, reading min and max would make the host wait for the device at every call, and
+        # under torch.compile it would cut the graph in two; there the ids are checked once, before
+        # the loop: lib.train checks its data, generate its prompt.
+        if idx.device.type != "cpu" or torch.compiler.is_compiling():
             return
         lo, hi = int(idx.min()), int(idx.max())
         if lo < 0 or hi >= self.config.vocab_size:
