@@ -107,7 +107,8 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     resume=True continues from the newest one exactly (weights, AdamW, RNGs, batch stream).
     device, dtype, compile: the torch twin's (see `lib.torch_twin.train.Trainer`).
     callback(step, history) runs after every step. A NaN or infinite loss or gradient raises
-    FloatingPointError naming the step, before the weights change.
+    FloatingPointError naming the step, before the weights change; in float16 (a GradScaler) an
+    infinite or NaN gradient only skips its step and lowers the scale, and its norm is recorded.
 
     history: per step "step" (1-based count of optimizer steps), "train_loss", "lr",
     "grad_norm"; per evaluation "eval_step" (0 = before training), "eval_train_loss",
@@ -154,7 +155,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
             if pending and (evaluating or saving or callback is not None or step == max_iters
                             or time.perf_counter() - read_at >= READ_SECONDS):
                 tick = time.perf_counter()
-                bad = _record(history, pending)
+                bad = _record(history, pending, trainer.skips_overflow)
                 if bad:
                     raise _stopped(*bad, out if main else None, history, last_saved)
                 history["train_seconds"] += time.perf_counter() - tick  # the wait for the queued steps
@@ -179,7 +180,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
             try:
                 loss, norm = trainer.step(micro, lr_now)
             except FloatingPointError as e:
-                _record(history, pending)                    # the steps before it
+                _record(history, pending, trainer.skips_overflow)  # the steps before it
                 raise _stopped(step + 1, e, out if main else None, history, last_saved) from None
             pending.append((step + 1, loss, lr_now, norm))
             history["train_seconds"] += time.perf_counter() - tick
@@ -244,11 +245,13 @@ def my_micro_batches(x, y, rank, batch_size, grad_accum):
             for i in range(first, first + batch_size * grad_accum, batch_size)]
 
 
-def _record(history, pending):
+def _record(history, pending, skips_overflow):
     """Append the pending steps [(step, loss, lr, norm), ...] to the history. The torch twin
     leaves each step's loss and norm on the device (a GPU would idle while the host reads a number
     every step); all of them cross to the host here, in one transfer. Returns None, or
-    (step, what is wrong) for the first non-finite step, recording only the steps before it."""
+    (step, what is wrong) for the first non-finite step, recording only the steps before it.
+    skips_overflow: the trainer skipped each step whose gradient overflowed (float16's GradScaler),
+    so a non-finite norm is recorded as it is, and only a non-finite loss is wrong."""
     values = [v for _, loss, _, norm in pending for v in (loss, norm)]
     if values and hasattr(values[0], "detach"):              # 0-d tensors; float64 holds float32 exactly
         import torch
@@ -256,7 +259,7 @@ def _record(history, pending):
     for (step, _, lr, _), loss, norm in zip(pending, values[::2], values[1::2]):
         if not math.isfinite(loss):
             return step, f"the loss is {loss}"
-        if not math.isfinite(norm):
+        if not math.isfinite(norm) and not skips_overflow:
             return step, f"the gradient norm is {norm}"
         for key, value in (("step", step), ("train_loss", loss), ("lr", lr), ("grad_norm", norm)):
             history[key].append(value)

@@ -10,6 +10,8 @@ Tolerances:
   reproduce every loss bit for bit.
 - numpy twin against torch twin in float32: 1e-4 on losses, the bound tests/test_model.py
   uses for logits (float32 rounding in a different order, about 1e-6 here).
+- float16 queued step against `train_step` (with a GradScaler): exact equality. Both run the same
+  kernels in the same order; they differ only in whether the host reads the loss and norm.
 """
 import json
 import re
@@ -286,32 +288,107 @@ def count_host_reads(monkeypatch):
     return reads
 
 
-def test_torch_training_reads_the_device_at_reports_only(monkeypatch):
+@pytest.mark.parametrize("dtype", [None, "float16"])
+def test_torch_training_reads_the_device_at_reports_only(dtype, monkeypatch):
+    if dtype == "float16":                                  # with a GradScaler, as on a T4
+        monkeypatch.setenv("GPT2_COURSE_GPU_ON_CPU", "1")
     monkeypatch.setattr(lib.train, "READ_SECONDS", math.inf)  # no report by the clock
     reads, counts = count_host_reads(monkeypatch), []
     for n in (2, 8):                                        # evaluations at 0 and n, one read of the losses
         model = tt.GPT(tiny(), seed=0)
         model._check_idx = lambda idx, start: None          # reads min and max of the ids, on the CPU only
         reads.clear()
-        history = train(model, TRAIN, VAL, max_iters=n, **FAST)
+        history = train(model, TRAIN, VAL, max_iters=n, dtype=dtype, **FAST)
         counts.append(len(reads))
         assert history["step"] == list(range(1, n + 1)) and all(map(math.isfinite, history["train_loss"]))
     assert counts[0] == counts[1], counts
 
 
-def test_a_queued_non_finite_step_leaves_the_weights_until_read():
+def float16():
+    """queue_step's and train_step's keyword arguments for float16 with a GradScaler, as on a T4."""
+    return dict(autocast=lambda: torch.autocast("cpu", dtype=torch.float16), scaler=torch.amp.GradScaler("cpu"))
+
+
+def overflow_once(parameter):
+    """Make the next gradient of `parameter` infinite, as a float16 backward's is when the scale is too large."""
+    left = [1]
+
+    def hook(grad):
+        if not left:
+            return grad
+        left.pop()
+        return torch.full_like(grad, math.inf)
+    parameter.register_hook(hook)
+
+
+def snapshot(model, optimizer):
+    return {**{k: v.clone() for k, v in model.state_dict().items()}, **optimizer.state_arrays()}
+
+
+def assert_unchanged(before, model, optimizer):
+    for name, value in snapshot(model, optimizer).items():
+        assert np.array_equal(np.asarray(value), np.asarray(before[name])), name
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["float32", "float16"])
+def test_a_queued_non_finite_step_leaves_the_weights_until_read(half):
     model = tt.GPT(tiny(), seed=0)
     optimizer, halted = tt.AdamW(model.named_parameters()), torch.zeros((), dtype=torch.bool)
+    options = float16() if half else {}
     x, y = (torch.tensor(a) for a in batch(3))
-    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
+    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted, **options)
+    before = snapshot(model, optimizer)
     hook = model.register_forward_hook(lambda module, inputs, logits: logits * float("nan"))
-    loss, _ = queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted)
+    loss, _ = queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted, **options)
     hook.remove()
-    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted)   # a finite step, still skipped
+    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted, **options)   # a finite step, still skipped
     assert math.isnan(loss.item()) and halted.item() and optimizer.steps == 1
-    for name, value in model.state_dict().items():
-        assert torch.equal(value, before[name]), name
+    assert_unchanged(before, model, optimizer)
+
+
+def test_a_float16_step_whose_gradient_overflows_is_skipped_and_lowers_the_scale():
+    model = tt.GPT(tiny(), seed=0)
+    optimizer, halted = tt.AdamW(model.named_parameters()), torch.zeros((), dtype=torch.bool)
+    options = float16()
+    x, y = (torch.tensor(a) for a in batch(3))
+    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted, **options)
+    before, scale = snapshot(model, optimizer), options["scaler"].get_scale()
+    overflow_once(model.wte.weight)
+    loss, norm = queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted, **options)
+    assert math.isfinite(loss.item()) and not math.isfinite(norm.item()) and not halted.item()
+    assert optimizer.steps == 1 and options["scaler"].get_scale() == scale / 2
+    assert_unchanged(before, model, optimizer)
+    queue_step(model, optimizer, [(x, y)], 1e-3, 1.0, halted, **options)   # the next step proceeds
+    assert optimizer.steps == 2 and not torch.equal(model.wte.weight, before["wte.weight"])
+
+
+def test_float16_queued_steps_equal_train_steps_with_their_reads():
+    models = [tt.GPT(tiny(), seed=0) for _ in range(2)]
+    optimizers = [tt.AdamW(m.named_parameters()) for m in models]
+    queued, read, halted = float16(), float16(), torch.zeros((), dtype=torch.bool)
+    for step in range(5):
+        micro = [tuple(torch.tensor(a) for a in batch(step))]
+        if step == 2:                                       # a skipped step in both
+            for model in models:
+                overflow_once(model.wte.weight)
+        loss, norm = queue_step(models[0], optimizers[0], micro, 1e-3, 1.0, halted, **queued)
+        expected = tt.train_step(models[1], optimizers[1], micro, 1e-3, 1.0, **read)
+        assert np.array_equal([loss.item(), norm.item()], expected, equal_nan=True), step
+        assert queued["scaler"].get_scale() == read["scaler"].get_scale()
+    assert optimizers[0].steps == optimizers[1].steps == 4
+    assert_unchanged(snapshot(models[1], optimizers[1]), models[0], optimizers[0])
+
+
+def test_float16_training_records_a_skipped_step_and_goes_on(monkeypatch):
+    monkeypatch.setenv("GPT2_COURSE_GPU_ON_CPU", "1")       # float16 with a GradScaler on the CPU
+    model = tt.GPT(tiny(), seed=0)
+
+    def callback(step, history):
+        if step == 2:
+            overflow_once(model.wte.weight)                 # step 3's gradient
+    history = train(model, TRAIN, VAL, max_iters=5, dtype="float16", callback=callback, **FAST)
+    assert history["step"] == [1, 2, 3, 4, 5] and all(map(math.isfinite, history["train_loss"]))
+    assert [math.isfinite(norm) for norm in history["grad_norm"]] == [True, True, False, True, True]
 
 
 def test_history_is_written_and_a_fresh_run_replaces_old_checkpoints(tmp_path):

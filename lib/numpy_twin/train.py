@@ -155,7 +155,7 @@ def estimate_loss(model, batches):
 class Trainer:
     """What the framework-free loop in `lib.train` asks of a twin: a step, an evaluation, and
     the optimizer's state for checkpoints. The numpy twin runs in one process on the CPU."""
-    rank, world_size = 0, 1
+    rank, world_size, skips_overflow = 0, 1, False
 
     def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False,
                  seed=None):

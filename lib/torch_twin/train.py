@@ -134,18 +134,26 @@ def train_step(model, optimizer, micro_batches, lr, grad_clip, autocast=contextl
     return loss, norm
 
 
-def queue_step(model, optimizer, micro_batches, lr, grad_clip, halted, autocast=contextlib.nullcontext):
+def queue_step(model, optimizer, micro_batches, lr, grad_clip, halted, autocast=contextlib.nullcontext,
+               scaler=None):
     """`train_step` for a loop that must not wait for the device each step (a GPU would idle
     while the host reads a number): the loss and norm stay on the device as 0-d tensors, for the
     host to read when it reports them, and so does the check that they are finite. A non-finite
     one sets `halted` (a boolean 0-d tensor owned by the caller), and while it is set AdamW's
     fused kernel skips every update (its `found_inf`): when the host reads the losses later, the
-    weights and moments are still those from before the first bad step."""
-    loss, norm = accumulate(model, optimizer, micro_batches, lr, grad_clip, autocast)
-    halted |= ~(torch.isfinite(loss) & torch.isfinite(norm))
-    optimizer.found_inf = halted.float()
+    weights and moments are still those from before the first bad step.
+    With a GradScaler (float16), a non-finite gradient means the scaled loss overflowed: that
+    step alone is skipped and `scaler.update()` lowers the scale, both on the device (unscale_
+    in `accumulate` recorded the overflow); only a non-finite loss halts."""
+    loss, norm = accumulate(model, optimizer, micro_batches, lr, grad_clip, autocast, scaler)
+    halted |= ~torch.isfinite(loss)
+    if scaler is None:
+        halted |= ~torch.isfinite(norm)
+    optimizer.found_inf = (halted | ~torch.isfinite(norm)).float()
     optimizer.step()
     del optimizer.found_inf
+    if scaler:
+        scaler.update()
     optimizer.zero_grad(set_to_none=True)
     return loss, norm
 
@@ -233,13 +241,14 @@ class Trainer:
         if amp_dtype is not None:
             self.autocast = lambda: torch.autocast(device.type, dtype=amp_dtype)
         self.scaler = torch.amp.GradScaler(device.type) if use_scaler else None
+        self.skips_overflow = use_scaler                     # lib.train records a skipped step's norm, goes on
         if device.type == "cuda":                            # CUDA only
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
         if device.type == "cuda" or gpu_on_cpu():
             self.padded_head.enter_context(pad_vocab(model))
         self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
-        self.halted = torch.zeros((), dtype=torch.bool, device=device)  # set by a non-finite step (queue_step)
+        self.halted = torch.zeros((), dtype=torch.bool, device=device)  # set by a step that stops training (queue_step)
         self.compute = torch.compile(model) if compile else model
         if self.world_size > 1:
             self.compute = DistributedDataParallel(self.compute, device_ids=[local_rank] if cuda else None)
@@ -253,15 +262,15 @@ class Trainer:
 
     def step(self, micro_batches, lr):
         """(mean loss, gradient norm) of one optimizer step, left on the device unread
-        (`queue_step`; lib.train reads them when it reports). With a GradScaler (float16), or an
-        optimizer without the fused kernel, they are read at once (`train_step`): an infinite
-        norm there only lowers the scale, and the host decides."""
+        (`queue_step`; lib.train reads them when it reports). With float16's GradScaler a
+        non-finite norm is a skipped step, not an error. An optimizer without the fused kernel
+        (no `found_inf` to skip on the device) reads them at once (`train_step`)."""
         micro_batches = self._to_device(micro_batches)
-        if self.scaler or not self.optimizer.defaults["fused"]:
+        if not self.optimizer.defaults["fused"]:
             return train_step(self.compute, self.optimizer, micro_batches, lr, self.grad_clip, self.autocast,
                               self.scaler)
         return queue_step(self.compute, self.optimizer, micro_batches, lr, self.grad_clip, self.halted,
-                          self.autocast)
+                          self.autocast, self.scaler)
 
     def evaluate(self, batches):
         """Mean loss over this process's batches, averaged over all processes."""
