@@ -304,6 +304,17 @@ def test_torch_training_reads_the_device_at_reports_only(dtype, monkeypatch):
     assert counts[0] == counts[1], counts
 
 
+def test_an_evaluation_reads_the_device_once(monkeypatch):
+    model = tt.GPT(tiny(), seed=0)
+    batches = [tuple(torch.tensor(a) for a in batch(seed)) for seed in range(3)]
+    model._check_idx = lambda idx, start: None              # reads min and max of the ids, on the CPU only
+    reads = count_host_reads(monkeypatch)
+    loss = tt.estimate_loss(model, batches)
+    assert reads == ["item"]
+    monkeypatch.undo()
+    assert loss == pytest.approx(np.mean([tt.estimate_loss(model, [b]) for b in batches]), rel=1e-12)
+
+
 def float16():
     """queue_step's and train_step's keyword arguments for float16 with a GradScaler, as on a T4."""
     return dict(autocast=lambda: torch.autocast("cpu", dtype=torch.float16), scaler=torch.amp.GradScaler("cpu"))

@@ -160,13 +160,14 @@ def queue_step(model, optimizer, micro_batches, lr, grad_clip, halted, autocast=
 
 @torch.no_grad()
 def estimate_loss(model, batches, autocast=contextlib.nullcontext):
-    """Mean cross-entropy over [(x, y), ...] in evaluation mode (no dropout), without building a graph."""
-    total = 0.0
+    """Mean cross-entropy over [(x, y), ...] in evaluation mode (no dropout), without building a
+    graph. The losses stay on the device until one read at the end (a GPU would idle at each)."""
+    losses = []
     with eval_mode(model):
         for x, y in batches:
             with autocast():
-                total += cross_entropy(model(x), y).item()
-    return total / len(batches)
+                losses.append(cross_entropy(model(x), y))
+    return torch.stack(losses).double().mean().item()
 
 
 # ---- the device side ----------------------------------------------------------------------------
