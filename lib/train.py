@@ -92,7 +92,7 @@ def progress_bar(total, desc, **options):
 def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, block_size=None, grad_accum=1,
           lr=2e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
           eval_interval=250, eval_iters=20, seed=1337, out=None, resume=False, checkpoint_interval=None,
-          device=None, dtype=None, compile=False, progress=True, callback=None):
+          device=None, dtype=None, compile=False, progress=True, callback=None, callback_every=1):
     """Pretrain `model` (either twin) on next-token prediction and return its loss history.
 
     train_data, val_data: 1-D token-id arrays (e.g. from `lib.data.load_corpus`). block_size
@@ -106,7 +106,8 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     and at the end) and history.json; a fresh run there replaces earlier checkpoints, while
     resume=True continues from the newest one exactly (weights, AdamW, RNGs, batch stream).
     device, dtype, compile: the torch twin's (see `lib.torch_twin.train.Trainer`).
-    callback(step, history) runs after every step. A NaN or infinite loss or gradient raises
+    callback(step, history) runs after every `callback_every`-th step (each call reads the queued
+    losses into history: a GPU waits for the host there). A NaN or infinite loss or gradient raises
     FloatingPointError naming the step, before the weights change; in float16 (a GradScaler) an
     infinite or NaN gradient only skips its step and lowers the scale, and its norm is recorded.
 
@@ -122,7 +123,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     _check_args(model, train_data, val_data, max_iters=max_iters, batch_size=batch_size, block_size=block_size,
                 grad_accum=grad_accum, warmup_iters=warmup_iters, eval_interval=eval_interval,
                 eval_iters=eval_iters, checkpoint_interval=checkpoint_interval, lr=lr, min_lr=min_lr,
-                step_batch=step_batch, out=out, resume=resume)
+                callback_every=callback_every, step_batch=step_batch, out=out, resume=resume)
     from .data import BatchSampler, get_batch
 
     trainer = twin_module(twin, "train").Trainer(model, lr, betas, weight_decay, grad_clip, device, dtype, compile,
@@ -152,7 +153,8 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
             evaluating = step == 0 or step > start and (step % eval_interval == 0 or step == max_iters)
             saving = (out is not None and main and step > start
                       and (step % checkpoint_interval == 0 or step == max_iters))
-            if pending and (evaluating or saving or callback is not None or step == max_iters
+            calling = step > start and callback is not None and step % callback_every == 0
+            if pending and (evaluating or saving or calling or step == max_iters
                             or time.perf_counter() - read_at >= READ_SECONDS):
                 tick = time.perf_counter()
                 bad = _record(history, pending, trainer.skips_overflow)
@@ -170,7 +172,7 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
                 meta.update(twin=twin, sampler=sampler.state_dict(), history=history)
                 last_saved = checkpoint.save_checkpoint(out, step, model.config, trainer.model_state(), arrays, meta)
                 write_history(out, history)
-            if step > start and callback is not None:
+            if calling:
                 callback(step, history)
             if step == max_iters:
                 break
