@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 
 import numpy as np
 
 from .assets import cache_dir
 from .config import GPTConfig
-from .twins import twin_module, twin_of
+from .twins import as_model_ids, twin_module, twin_of
 
 GENRES = ("comedies", "histories", "problems", "roman", "romances", "tragedies")
 LABELS = ("shuffled", "as written")
@@ -173,7 +174,7 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16,
     warmup over `warmup_frac` of the steps and cosine decay to 0. A fixed number of steps, not of
     passes, so that a small training set is seen more often and each run costs the same. Returns
     the history: per step "loss" (L3), "cls_loss" (L2), "lm_loss" (L1), "lr"."""
-    from .train import lr_at, progress_bar
+    from .train import READ_SECONDS, lr_at, progress_bar
 
     x, labels = np.asarray(x), np.asarray(labels)
     if x.ndim != 2 or labels.shape != (len(x),) or not len(x):
@@ -188,7 +189,10 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16,
     order = np.concatenate([rng.permutation(len(x)) for _ in range(passes)])  # (passes * N,)
     twin = twin_module(twin_of(model), "finetune")
     optimizer = twin.make_optimizer(model, head, lr, weight_decay)
+    # On the model's device once, before the loop: a GPU then never waits for a copy from the host.
+    x, labels, order = (as_model_ids(model, a) for a in (x, labels, order))
     history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
+    shown = -READ_SECONDS
     with progress_bar(steps, "fine-tuning", disable=not progress) as bar:
         for step in range(steps):
             rows = order[step * batch_size:(step + 1) * batch_size]
@@ -197,7 +201,11 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16,
             for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"), (step + 1, *losses, lr_now)):
                 history[key].append(value)
             bar.update(1)
-            bar.set_postfix(loss=f"{losses[0]:.3f}", refresh=False)
+            if time.perf_counter() - shown >= READ_SECONDS or step == steps - 1:   # a read waits for the device
+                bar.set_postfix(loss=f"{float(losses[0]):.3f}", refresh=False)
+                shown = time.perf_counter()
+    for key in ("loss", "cls_loss", "lm_loss"):                # the torch twin's losses, read once at the end
+        history[key] = [float(value) for value in history[key]]
     return history
 
 

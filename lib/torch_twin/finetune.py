@@ -59,7 +59,8 @@ def make_optimizer(model, head, lr, weight_decay):
 
 
 def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
-    """One AdamW step on one batch; returns (L3, L2, L1) as floats."""
+    """One AdamW step on one batch; returns (L3, L2, L1) as 0-d tensors on the device, unread
+    (a read would make a GPU wait for the host every step): the caller reads them when it reports."""
     device = model.wte.weight.device
     x, labels = torch.as_tensor(x, device=device), torch.as_tensor(labels, device=device)
     for group in optimizer.param_groups:
@@ -71,7 +72,7 @@ def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
         clip_grad_norm(params, grad_clip)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return tuple(loss.item() for loss in losses)
+    return tuple(loss.detach() for loss in losses)
 
 
 @torch.no_grad()
@@ -81,5 +82,5 @@ def predict(model, head, x, batch_size=256):
     out = []
     for i in range(0, len(x), batch_size):
         _, hidden = model(torch.as_tensor(x[i:i + batch_size], device=device), return_hidden=True)  # (b, T, C)
-        out.append(head(hidden).argmax(dim=-1).cpu().numpy())  # (b,)
-    return np.concatenate(out)
+        out.append(head(hidden).argmax(dim=-1))             # (b,), on the device
+    return torch.cat(out).cpu().numpy()                      # (N,): one read, after the loop
