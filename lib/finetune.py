@@ -201,7 +201,7 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16,
             for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"), (step + 1, *losses, lr_now)):
                 history[key].append(value)
             bar.update(1)
-            if time.perf_counter() - shown >= READ_SECONDS or step == steps - 1:   # a read waits for the device
+            if progress and (time.perf_counter() - shown >= READ_SECONDS or step == steps - 1):  # a read waits
                 bar.set_postfix(loss=f"{float(losses[0]):.3f}", refresh=False)
                 shown = time.perf_counter()
     for key in ("loss", "cls_loss", "lm_loss"):                # the torch twin's losses, read once at the end

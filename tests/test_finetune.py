@@ -187,6 +187,22 @@ def test_finetuning_learns_a_separable_task(twin):
     assert ft.accuracy(model, head, x_new, y_new) == 1.0
 
 
+def test_torch_finetuning_reads_the_device_after_its_steps_only(monkeypatch):
+    """No host read between fine-tuning steps (each would make a GPU wait): the reads counted
+    before each step stay the same from the first step to the last."""
+    from test_train import count_host_reads
+    rng = np.random.default_rng(4)
+    x = np.concatenate([np.full((16, 1), 256), rng.integers(0, 256, (16, 6)), np.full((16, 1), 258)], axis=1)
+    model, head = tf.add_tokens(tt.GPT(tiny()), 3), tf.ClassifierHead(32, 3)
+    model._check_idx = lambda idx, start: None              # reads min and max of the ids, on the CPU only
+    reads, before_each_step = count_host_reads(monkeypatch), []
+    step = tf.finetune_step
+    monkeypatch.setattr(tf, "finetune_step", lambda *a: (before_each_step.append(len(reads)), step(*a))[1])
+    history = ft.finetune(model, head, x, rng.integers(0, 3, 16), steps=6, batch_size=4, progress=False)
+    assert len(before_each_step) == 6 and len(set(before_each_step)) == 1, before_each_step
+    assert all(isinstance(v, float) and np.isfinite(v) for v in history["loss"])
+
+
 def test_one_step_same_in_both_twins():
     """One fine-tuning step (AdamW, clipping) moves both twins' weights the same way."""
     cfg = tiny()
