@@ -51,18 +51,19 @@ CELLS = [
     import torch
 
     from lib.config import GPTConfig
+    from lib.scale import device, gpu_or_tiny, gpu_scale, where
 
-    GPU = torch.cuda.is_available()
-    DEVICE = "cuda" if GPU else "cpu"
-    if GPU:
-        BASE = GPTConfig.gpt2()                          # 12 layers, 12 heads, 768 wide
-        BATCH, T, STEPS = 4, 1024, 10
+    GPU = gpu_scale()
+    DEVICE = device()
+    if GPU:                                              # a CPU standing in for a GPU (lib.scale): 2 layers
+        BASE = gpu_or_tiny(GPTConfig.gpt2(), GPTConfig.small(n_layer=2))   # 12 layers, 12 heads, 768 wide
+        BATCH, T, STEPS = gpu_or_tiny((4, 1024, 10), (2, 32, 2))
     else:
         BASE = GPTConfig.small(n_layer=12)               # 12 layers, 4 heads, 128 wide, context 64
         BATCH, T, STEPS = 8, 64, 5
     DEEPER = replace(BASE, n_layer=2 * BASE.n_layer, n_head=16)   # 24 layers, 16 heads
     WIDER = replace(BASE, n_embd=2 * BASE.n_embd)                 # twice the width, same layers and heads
-    print(f"device {DEVICE}; base: {BASE.n_layer} layers, {BASE.n_head} heads, {BASE.n_embd} wide")
+    print(f"{where()}; base: {BASE.n_layer} layers, {BASE.n_head} heads, {BASE.n_embd} wide")
     '''),
     md(r"""
     ## Counting by formula
@@ -132,6 +133,7 @@ CELLS = [
     uses('''
     import time
 
+    from lib.scale import synchronize
     from lib.torch_twin.train import AdamW, train_step
 
     per_block = count_params(replace(BASE, n_layer=BASE.n_layer + 1)) - count_params(BASE)
@@ -150,12 +152,10 @@ CELLS = [
         x = torch.randint(config.vocab_size, (BATCH, T), device=DEVICE)   # (B, T)
         times = []
         for step in range(STEPS + 1):
-            if GPU:
-                torch.cuda.synchronize()
+            synchronize()                                # wait for the GPU (a CPU computes as it is called)
             start = time.perf_counter()
             train_step(model, optimizer, [(x, x)], 1e-4, 1.0)
-            if GPU:
-                torch.cuda.synchronize()
+            synchronize()
             times.append(time.perf_counter() - start)
         return sorted(times[1:])[STEPS // 2]
 

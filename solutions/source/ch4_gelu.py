@@ -100,14 +100,11 @@ CELLS = [
     500 steps per run, takes well under a minute per run on two cores.
     """),
     code('''
-    import torch
-
-    GPU = torch.cuda.is_available()
     from lib.config import GPTConfig
 
     CONFIG = GPTConfig.small(n_layer=2, n_head=4, n_embd=64, n_ctx=32, activation="relu")
     STEPS, BATCH = 500, 8           # the same with or without a GPU: numpy never uses it
-    print(f"GPU: {GPU}; model {CONFIG.n_layer} layers x {CONFIG.n_embd} wide, {STEPS} steps of {BATCH} x {CONFIG.n_ctx} tokens")
+    print(f"model {CONFIG.n_layer} layers x {CONFIG.n_embd} wide, {STEPS} steps of {BATCH} x {CONFIG.n_ctx} tokens")
     '''),
     md(r"""
     ## The two forms

@@ -131,15 +131,16 @@ CELLS = [
     import torch
 
     from lib.config import GPTConfig
+    from lib.scale import device, gpu_or_tiny, gpu_scale, where
 
-    GPU = torch.cuda.is_available()
-    DEVICE = "cuda" if GPU else "cpu"
-    STEPS = 1000
+    GPU = gpu_scale()
+    DEVICE = device()
+    STEPS = gpu_or_tiny(1000, 200) if GPU else 1000     # tiny (a CPU standing in for a GPU): past the fast drop
     if GPU:
-        CONFIG, BATCH = GPTConfig.small(), 32
+        CONFIG, BATCH = gpu_or_tiny((GPTConfig.small(), 32), (GPTConfig.small(n_layer=2, n_embd=64), 8))
     else:
         CONFIG, BATCH = GPTConfig.small(n_layer=2, n_embd=64), 8
-    print(f"{DEVICE}: {CONFIG.n_layer} layers, {CONFIG.n_embd} wide, batches of {BATCH} x {CONFIG.n_ctx}, {STEPS} steps")
+    print(f"{where()}: {CONFIG.n_layer} layers, {CONFIG.n_embd} wide, batches of {BATCH} x {CONFIG.n_ctx}, {STEPS} steps")
     '''),
     md("""
     ## A loss curve

@@ -96,12 +96,10 @@ CELLS = [
     """),
     code('''
     import numpy as np
-    import torch
 
     from lib.config import GPTConfig
     from lib.numpy_twin import GPT
 
-    GPU = torch.cuda.is_available()                      # unused: numpy runs on the CPU
     CONFIG = GPTConfig.small(n_ctx=256)
     NEW_TOKENS = 200
     model = GPT(CONFIG, seed=0, dtype=np.float64)

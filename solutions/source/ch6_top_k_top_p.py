@@ -106,8 +106,9 @@ CELLS = [
     import numpy as np
     import torch
 
-    GPU = torch.cuda.is_available()
-    DEVICE = "cuda" if GPU else "cpu"
+    from lib.scale import device
+
+    DEVICE = device()
     print(f"sampling on {DEVICE}")
     '''),
     md(r"""
