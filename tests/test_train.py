@@ -304,6 +304,23 @@ def test_torch_training_reads_the_device_at_reports_only(dtype, monkeypatch):
     assert counts[0] == counts[1], counts
 
 
+def test_a_callback_reads_the_device_at_its_own_steps_only(monkeypatch):
+    """callback_every=k: the queued losses are read at each call, so a run of 2k steps reads
+    as often as a run of 8k steps with k four times larger."""
+    monkeypatch.setattr(lib.train, "READ_SECONDS", math.inf)  # no report by the clock
+    reads, counts = count_host_reads(monkeypatch), []
+    for n in (4, 16):
+        model = tt.GPT(tiny(), seed=0)
+        model._check_idx = lambda idx, start: None          # reads min and max of the ids, on the CPU only
+        calls = []
+        reads.clear()
+        history = train(model, TRAIN, VAL, max_iters=n, callback=lambda step, h: calls.append(len(h["train_loss"])),
+                        callback_every=n // 2, **FAST)
+        counts.append(len(reads))
+        assert calls == [n // 2, n] and all(map(math.isfinite, history["train_loss"]))  # losses read by each call
+    assert counts[0] == counts[1], counts
+
+
 def test_an_evaluation_reads_the_device_once(monkeypatch):
     model = tt.GPT(tiny(), seed=0)
     batches = [tuple(torch.tensor(a) for a in batch(seed)) for seed in range(3)]
