@@ -27,13 +27,15 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from test_colab import COLAB_GPU_RUNTIME, ROOT, canonical, setup_cell
 
-# Colab's notebook kernel and ipywidgets 7's front-end packages, from the same pip freeze.
+# Colab's notebook kernel, and the front-end packages of its ipywidgets 7 (widgetsnbextension 3
+# needs notebook 6), from the same pip freeze.
 COLAB_KERNEL = {"ipykernel": "6.17.1", "ipython": "7.34.0", "jupyter-client": "7.4.9", "jupyter-core": "5.9.1",
                 "traitlets": "5.7.1", "tornado": "6.5.1", "pyzmq": "26.2.1", "widgetsnbextension": "3.6.10",
                 "jupyterlab-widgets": "3.0.16", "notebook": "6.5.7", "pip": "24.1.2"}
@@ -57,6 +59,7 @@ six==1.17.0 soupsieve==2.8.4 sympy==1.14.0 terminado==0.18.1 tinycss2==1.4.0 tok
 typing_extensions==4.15.0 tzdata==2026.2 uri-template==1.3.0 urllib3==2.5.0 wcwidth==0.7.0 webcolors==25.10.0
 webencodings==0.5.1 websocket-client==1.9.0
 """.split()
+COLAB_PINNED = {**COLAB_GPU_RUNTIME, **COLAB_KERNEL}
 TORCH_STAND_IN = "torch==2.13.0"          # the CPU build on this machine's disk (tools/install.sh)
 # The first executes the setup cell's clone, install and fetch; the exercise has a GPU branch.
 NOTEBOOKS = ["chapters/01_tokenization.ipynb", "solutions/ch5_loss_plotter.ipynb", "chapters/05_training.ipynb"]
@@ -76,45 +79,59 @@ def installed(python):
     return {canonical(p["name"]): p["version"] for p in listed}
 
 
-@pytest.fixture(scope="module")
-def colab(tmp_path_factory):
-    """A Colab-like runtime in a temporary folder: its python, kernel spec, environment, and the
-    setup cell that clones a local copy of the committed HEAD."""
-    tmp = tmp_path_factory.mktemp("colab")
-    url, branch = setup_cell.repository()
-    repository = tmp / "repository"                              # committed HEAD, on the configured branch
-    run("git", "init", "-q", str(repository))
-    run("git", "-C", str(repository), "fetch", "-q", str(ROOT), "HEAD")
-    run("git", "-C", str(repository), "checkout", "-q", "-B", branch, "FETCH_HEAD")
+def clone_head(folder, branch):
+    """A repository in `folder` holding this repository's committed HEAD as `branch`."""
+    run("git", "init", "-q", str(folder))
+    run("git", "-C", str(folder), "fetch", "-q", str(ROOT), "HEAD")
+    run("git", "-C", str(folder), "checkout", "-q", "-B", branch, "FETCH_HEAD")
 
-    run(sys.executable, "-m", "venv", str(tmp / "venv"))
-    python = str(tmp / "venv" / "bin" / "python")
+
+def colab_environment(folder):
+    """A virtual environment in `folder` with Colab's packages and the stand-in google.colab; its python."""
+    run(sys.executable, "-m", "venv", str(folder))
+    python = str(folder / "bin" / "python")
     run(python, "-m", "pip", "install", "-q", f"pip=={COLAB_KERNEL['pip']}")
-    (tmp / "constraints.txt").write_text("\n".join(COLAB_ALSO) + "\n")
-    wanted = {**COLAB_GPU_RUNTIME, **COLAB_KERNEL}
-    pins = [f"{name}=={version}" for name, version in wanted.items() if name != "torch"] + [TORCH_STAND_IN]
-    run(python, "-m", "pip", "install", "-q", "-c", str(tmp / "constraints.txt"), *pins)
-    site_packages = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
-    stand_in = os.path.join(site_packages, "google", "colab")   # `google` stays a namespace package
-    os.makedirs(stand_in)
-    with open(os.path.join(stand_in, "__init__.py"), "w") as f:
-        f.write('"""Stand-in for Colab\'s google.colab: its presence tells the setup cell it runs in Colab."""\n')
+    constraints = folder / "colab-constraints.txt"
+    constraints.write_text("\n".join(COLAB_ALSO) + "\n")
+    pins = [f"{name}=={version}" for name, version in COLAB_PINNED.items() if name != "torch"] + [TORCH_STAND_IN]
+    run(python, "-m", "pip", "install", "-q", "-c", str(constraints), *pins)
+    site_packages = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    stand_in = site_packages / "google" / "colab"                # `google` stays a namespace package
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text('"""Stand-in for Colab\'s google.colab: that it is imported tells '
+                                          'the setup cell it runs in Colab."""\n')
+    return python
 
-    kernels = tmp / "kernels"
-    (kernels / "colab").mkdir(parents=True)
-    (kernels / "colab" / "kernel.json").write_text(json.dumps(
+
+def kernel_spec(folder, python):
+    """A kernel spec named `colab` in `folder`, for a kernel of `python`."""
+    (folder / "colab").mkdir(parents=True)
+    (folder / "colab" / "kernel.json").write_text(json.dumps(
         {"argv": [python, "-c", KERNEL_START, "-f", "{connection_file}"], "display_name": "Colab stand-in",
          "language": "python"}))
+
+
+@pytest.fixture(scope="module")
+def colab(tmp_path_factory):
+    """A Colab-like runtime in a temporary folder: its python and kernel spec, the kernel's
+    environment variables, the setup cell that clones a local copy of the committed HEAD, and
+    the packages installed before any setup cell ran."""
+    tmp = tmp_path_factory.mktemp("colab")
+    _, branch = setup_cell.repository()
+    clone_head(tmp / "repository", branch)
+    python = colab_environment(tmp / "venv")
+    kernel_spec(tmp / "kernels", python)
     (tmp / "content").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(PATH=f"{tmp / 'venv' / 'bin'}{os.pathsep}{env['PATH']}", GPT2_COURSE_CACHE=str(tmp / "cache"),
                GPT2_COURSE_GPU_ON_CPU="1")
-    source = setup_cell.TEMPLATE.format(url=f"file://{repository}", branch=branch,
-                                        course=str(tmp / "content" / "course"))
+    setup = setup_cell.TEMPLATE.format(url=f"file://{tmp / 'repository'}", branch=branch,
+                                       course=str(tmp / "content" / "course"))
     before = installed(python)
-    assert all(before[canonical(name)] == version for name, version in wanted.items() if name != "torch")
-    return dict(tmp=tmp, python=python, kernels=kernels, env=env, repository=repository, setup=source,
-                before=before)
+    differ = {name: before.get(canonical(name)) for name, version in COLAB_PINNED.items()
+              if name != "torch" and before.get(canonical(name)) != version}
+    assert differ == {}, f"pip did not install Colab's versions of {differ}"
+    return dict(tmp=tmp, python=python, env=env, setup=setup, before=before)
 
 
 def failed_cell(nb):
@@ -136,10 +153,10 @@ def test_notebook_runs_in_colab_after_its_setup_cell(colab, notebook):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    path = colab["repository"] / notebook
+    path = colab["tmp"] / "repository" / notebook
     nb = nbformat.read(path, as_version=4)
     setup_cell.setup_cell(nb, path).source = colab["setup"]
-    specs = KernelSpecManager(kernel_dirs=[str(colab["kernels"])])
+    specs = KernelSpecManager(kernel_dirs=[str(colab["tmp"] / "kernels")])
     client = NotebookClient(nb, timeout=600, km=AsyncKernelManager(kernel_name="colab", kernel_spec_manager=specs),
                             resources={"metadata": {"path": str(colab["tmp"] / "content")}})
     try:
@@ -149,6 +166,8 @@ def test_notebook_runs_in_colab_after_its_setup_cell(colab, notebook):
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
                       for out in cell.get("outputs", []) if out.get("output_type") == "stream")
     assert "course ready in" in printed, "the setup cell did not run its Colab branch"
+    if any("gpu_scale(" in cell.source for cell in nb.cells if cell.cell_type == "code"):
+        assert "CPU standing in for a GPU" in printed, "the notebook should take its GPU branch"
 
     after = installed(colab["python"])
     changed = {name: (version, after.get(name)) for name, version in colab["before"].items()
