@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -47,13 +46,13 @@ def peak_flops() -> float | None:
     return next((peak for gpu, peak in PEAK_BF16.items() if gpu in name), None)
 
 
-def timed(fn) -> float:
-    """Seconds fn takes, the device's queued work included."""
+def timed(fn):
+    """(seconds fn takes, the device's queued work included; what fn returned)."""
     synchronize()
     t0 = time.perf_counter()
-    fn()
+    out = fn()
     synchronize()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, out
 
 
 def train_speed(steps: int, batch: int, compile: bool) -> dict:
@@ -64,9 +63,12 @@ def train_speed(steps: int, batch: int, compile: bool) -> dict:
     trainer = tt.Trainer(model, 6e-4, (0.9, 0.95), 0.1, 1.0, device=device(), compile=compile)
     rng = np.random.default_rng(0)
     batches = [[(rng.integers(0, cfg.vocab_size, (batch, T)),) * 2] for _ in range(steps + 5)]  # x as y: speed only
-    for b in batches[:5]:                                    # warm-up (and compilation)
-        trainer.step(b, 6e-4)
-    seconds = timed(lambda: [trainer.step(b, 6e-4) for b in batches[5:]])   # queued steps: timed() waits
+    def steps_of(some):
+        for b in some:
+            trainer.step(b, 6e-4)
+
+    steps_of(batches[:5])                                    # warm-up (and compilation)
+    seconds, _ = timed(lambda: steps_of(batches[5:]))        # the steps are queued: timed() waits for them
     trainer.close()
     tokens_per_s = steps * batch * T / seconds
     flops_per_token = 6 * model.num_params() + 12 * cfg.n_layer * cfg.n_embd * T
@@ -91,7 +93,8 @@ def decode_speed(prompt: int, new: int, reps: int) -> dict:
             run()                                            # warm-up
         for _ in range(reps):
             for name, run in runs.items():
-                times[name].append(timed(lambda: outputs.__setitem__(name, run())))
+                seconds, outputs[name] = timed(run)
+                times[name].append(seconds)
     tokens_per_s = {name: new / statistics.median(t) for name, t in times.items()}
     same = agreement(outputs["torch twin"][:, prompt:].cpu().numpy(), outputs["transformers"][:, prompt:].cpu().numpy())
     return {"prompt": prompt, "new": new, "reps": reps, "tokens_per_s": tokens_per_s,
