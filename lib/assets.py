@@ -27,6 +27,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
+from .atomic import write_atomic
+
 GPT2_VOCAB_FILE = "gpt2.tiktoken"
 GPT2_VOCAB_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 WHISPER_SDIST = "openai-whisper==20250625"  # pinned: the sdist we checked holds the file above
@@ -59,16 +61,6 @@ def sha256_file(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def write_atomic(path, data: bytes) -> Path:
-    """Write a file so that readers see either nothing or all of it (write aside, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # unique: other processes may write it too
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
 
 
 def _store_verified(data: bytes, what: str) -> Path:
@@ -193,7 +185,9 @@ def fetch_shakespeare_plays(force: bool = False) -> Path:
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv not in (["fetch"], ["fetch", "--force"]):
-        sys.exit(f"usage: python -m lib.assets fetch [--force]; got {' '.join(argv) or 'nothing'}")
+        print(f"usage: python -m lib.assets fetch [--force]; got {' '.join(argv) or 'nothing'}",
+              file=sys.stderr)
+        sys.exit(2)                                          # a usage error, as argparse's
     path = fetch_gpt2_vocab(force="--force" in argv)
     print(f"GPT-2 vocabulary ready: {path} (sha256 {GPT2_VOCAB_SHA256[:12]}..., verified)")
     path = fetch_shakespeare_plays(force="--force" in argv)

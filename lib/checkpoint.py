@@ -11,7 +11,7 @@ An output folder holds one folder per checkpoint and a pointer to the newest:
       latest                  one line: the name of the newest complete checkpoint folder
 
 Saving writes everything into a hidden work folder (`out/.tmp/`), flushes it to disk, renames
-it to `step-NNNNNN`, and only then replaces `latest` with `os.replace`, which is atomic: a reader
+it to `step-NNNNNN`, and only then replaces `latest` (`lib.atomic.write_atomic`): a reader
 sees the old pointer or the new one, never half of one. A crash before that last replace
 leaves `latest` naming the previous checkpoint, which nothing has touched.
 """
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .atomic import fsync, write_atomic
 from .weights import load_state, save_state
 
 POINTER = "latest"
@@ -47,20 +48,6 @@ def latest_checkpoint(out_dir) -> Path | None:
     return folder
 
 
-def _fsync(path):
-    """Flush a file or folder to disk (where the system allows opening folders)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_folder(folder, config, model_state, arrays, meta):
     """Write a checkpoint's four files into `folder` (which does not exist yet) and flush them."""
     from safetensors.numpy import save_file
@@ -69,19 +56,13 @@ def _write_folder(folder, config, model_state, arrays, meta):
     save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(folder / ARRAYS_FILE))
     (folder / META_FILE).write_text(json.dumps(meta))
     for f in folder.iterdir():
-        _fsync(f)
-    _fsync(folder)
+        fsync(f)
+    fsync(folder)
 
 
 def _publish(out_dir, name):
     """Point `latest` at `name`: write a temporary pointer, then atomically replace the old one."""
-    tmp = out_dir / f".{POINTER}.tmp"
-    with open(tmp, "w") as f:
-        f.write(name + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, out_dir / POINTER)
-    _fsync(out_dir)
+    write_atomic(out_dir / POINTER, name + "\n")
 
 
 def save_checkpoint(out_dir, step, config, model_state, arrays, meta, keep=2) -> Path:
@@ -104,7 +85,7 @@ def save_checkpoint(out_dir, step, config, model_state, arrays, meta, keep=2) ->
     if final.exists():                                       # renamed, then the crash came before publishing
         shutil.rmtree(final)
     os.replace(work / name, final)
-    _fsync(out_dir)
+    fsync(out_dir)
     _publish(out_dir, name)
     _prune(out_dir, keep)
     return final

@@ -18,7 +18,6 @@ is a seeded stream of them whose position can be saved and restored.
 import codecs
 import hashlib
 import json
-import os
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -26,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from .assets import cache_dir, sha256_file, write_atomic
+from .assets import cache_dir, sha256_file
+from .atomic import atomic_path, write_atomic
 from .shakespeare import shakespeare_text
 from .tokenizer import ENDOFTEXT, BPETokenizer, gpt2_tokenizer
 
@@ -79,14 +79,8 @@ def tokenize_file(path, tokenizer, out_path, start=0, end=None, chunk_bytes=1 <<
     end = path.stat().st_size if end is None else end
     if end <= start:
         raise ValueError(f"{path} has no text in bytes [{start}, {end}) (file size {path.stat().st_size})")
-    tmp = out_path.with_name(f"{out_path.name}.{os.getpid()}.tmp")  # other processes may write the same file
-    try:
-        n_tokens = _tokenize_stream(path, tok, tmp, start, end, chunk_bytes)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(out_path)
-    return n_tokens
+    with atomic_path(out_path) as tmp:                      # other processes may write the same file
+        return _tokenize_stream(path, tok, tmp, start, end, chunk_bytes)
 
 
 def _tokenize_stream(path, tok, out_path, start, end, chunk_bytes):

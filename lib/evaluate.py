@@ -35,7 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .assets import cache_dir, write_atomic
+from .assets import cache_dir
+from .atomic import write_atomic
 from .numpy_twin.train import log_softmax
 from .scale import device
 from .twins import TWINS, default_twin, forward, twin_module

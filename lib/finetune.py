@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 from .assets import cache_dir
+from .atomic import write_atomic
 from .config import GPTConfig
 from .twins import as_model_ids, twin_module, twin_of
 
@@ -280,9 +281,7 @@ def word_order_experiment(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, 
                 finetune(model, head, x[:n], y[:n], progress=progress, **tuning)
                 row[init].append(accuracy(model, head, x_test, y_test))
         rows.append(row)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".tmp").write_text(json.dumps({"settings": settings, "rows": rows}, indent=1))
-    path.with_suffix(".tmp").replace(path)
+    write_atomic(path, json.dumps({"settings": settings, "rows": rows}, indent=1))
     return json.loads(path.read_text())                      # as a later call reads it
 
 

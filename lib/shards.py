@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .assets import write_atomic
+from .atomic import atomic_path, write_atomic
 from .tokenizer import GPT2_EOT_ID
 
 FORMAT = "gpt2-course-shards/1"
@@ -140,10 +140,8 @@ def write_shard(out, progress, split, tokens, n_documents):
     """One shard file, then the progress that counts it (both replaced atomically)."""
     name = f"{split}_{len(progress['shards'][split]):06d}.npy"
     path = Path(out) / name
-    tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.save(f, tokens)
-    tmp.replace(path)
     progress["shards"][split].append(name)
     progress["tokens"][split] += len(tokens)
     progress["max_id"][split] = max(progress["max_id"][split], int(tokens.max()))

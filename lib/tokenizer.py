@@ -31,7 +31,8 @@ from pathlib import Path
 
 import regex
 
-from .assets import GPT2_VOCAB_SHA256, gpt2_vocab_path, write_atomic
+from .assets import GPT2_VOCAB_SHA256, gpt2_vocab_path
+from .atomic import write_atomic
 
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 ENDOFTEXT = "<|endoftext|>"

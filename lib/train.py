@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checkpoint
+from .atomic import write_atomic
 from .twins import TWINS, as_model_ids, default_twin, twin_module, twin_of
 
 HISTORY_FILE = "history.json"
@@ -291,9 +292,7 @@ def _evaluate(trainer, evals, step, history, bar):
 
 def write_history(out, history):
     """history.json in `out`, replaced atomically (a reader never sees half a file)."""
-    tmp = Path(out) / f".{HISTORY_FILE}.tmp"
-    tmp.write_text(json.dumps(history))
-    os.replace(tmp, Path(out) / HISTORY_FILE)
+    write_atomic(Path(out) / HISTORY_FILE, json.dumps(history))
 
 
 def read_history(path):

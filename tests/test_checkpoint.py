@@ -68,19 +68,19 @@ class Crash(BaseException):
 
 def test_a_crash_while_writing_files_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     save(tmp_path, 1)
-    real_fsync = ckpt._fsync
+    real_fsync = ckpt.fsync
 
     def die_after_some_files(path):                      # files are written; die while flushing them
         if str(path).endswith(ckpt.ARRAYS_FILE):
             raise Crash
         real_fsync(path)
 
-    monkeypatch.setattr(ckpt, "_fsync", die_after_some_files)
+    monkeypatch.setattr(ckpt, "fsync", die_after_some_files)
     with pytest.raises(Crash):
         save(tmp_path, 2)
     assert (tmp_path / ckpt.TMP_DIR / "step-000002" / ckpt.META_FILE).exists()  # half a save lies around
     assert_whole(tmp_path, 1)
-    monkeypatch.setattr(ckpt, "_fsync", real_fsync)
+    monkeypatch.setattr(ckpt, "fsync", real_fsync)
     save(tmp_path, 2)                                        # the next save clears the debris
     assert_whole(tmp_path, 2)
     assert not (tmp_path / ckpt.TMP_DIR).exists()
