@@ -5,7 +5,8 @@ import re
 import numpy as np
 import pytest
 
-from lib.checks import CheckFailed, expect_close, expect_equal, expect_grad, expect_shape
+from lib.checks import (CheckFailed, expect_accumulates, expect_close, expect_equal, expect_grad, expect_raises,
+                        expect_shape, watch, your_output)
 
 
 def fails(message, check, *args, **kwargs):
@@ -77,14 +78,49 @@ def test_expect_close_reports_nan_and_inf():
     got = want.copy()
     got[1, 0] = np.nan
     got[1, 1] = np.inf
-    fails("y: 2 of 4 values are NaN or inf; first at index (1, 0): got nan, expected 1", expect_close, "y", got, want)
+    fails("y: 2 of 4 values differ; first at index (1, 0): got nan, expected 1 "
+          "(NaN: from inf - inf, 0 / 0 or the log of a negative?)", expect_close, "y", got, want)
+    got[1, 0] = 1.5
+    fails("y: 2 of 4 values differ beyond rtol=1e-06 atol=0; first at index (1, 1): got inf, expected 1 "
+          "(inf where a finite value was expected: an overflow, or a mask in the wrong place?)",
+          expect_close, "y", got, want)
     expect_close("matching inf and NaN", np.array([np.inf, np.nan]), np.array([np.inf, np.nan]))
+
+
+def test_expect_close_reports_an_expected_minus_inf_as_a_masked_value():
+    want = np.array([[0.5, -np.inf], [-np.inf, 2.0]])
+    expect_close("masked", want.copy(), want)
+    fails("filter: 1 of 4 values differ; first at index (1, 0): got 1.25, expected -inf "
+          "(expected -inf: a value masked or filtered out)",
+          expect_close, "filter", np.array([[0.5, -np.inf], [1.25, 2.0]]), want)
+    fails("filter: 1 of 4 values differ; first at index (0, 0): got -inf, expected 0.5 "
+          "(-inf where a finite value was expected: an overflow, or a mask in the wrong place?)",
+          expect_close, "filter", np.array([[-np.inf, -np.inf], [-np.inf, 2.0]]), want)
+    fails("p: got inf, expected -inf (expected -inf: a value masked or filtered out)",
+          expect_close, "p", np.inf, -np.inf)
+
+
+def test_expect_close_names_the_axes_it_is_told():
+    want = np.zeros((2, 3, 4))                                    # (B, T, C)
+    got = want.copy()
+    got[1, 2, 3] = 0.5
+    fails("attention: 1 of 24 values differ beyond rtol=1e-06 atol=0; first at (b, t, c) = (1, 2, 3): "
+          "got 0.5, expected 0", expect_close, "attention", got, want, axes="btc")
+    fails("ids: 1 of 24 values differ; first at (b, t, c) = (1, 2, 3): got 0.5, expected 0.0",
+          expect_equal, "ids", got, want, axes="btc")
 
 
 def test_expect_close_on_numbers_and_lists():
     expect_close("loss", 2.5, 2.5 + 1e-9)
-    fails("loss: 1 of 1 values differ beyond rtol=1e-06 atol=0; first at index (): got 2.5, expected 2.6",
-          expect_close, "loss", 2.5, 2.6)
+    fails("loss: got 2.5, expected 2.6, beyond rtol=1e-06 atol=0", expect_close, "loss", 2.5, 2.6)
+    fails("loss: got 2.5, expected 2.6, beyond rtol=1e-06 atol=0", expect_close, "loss", np.float32(2.5), 2.6)
+
+
+def test_values_are_written_as_plain_numbers():
+    fails("x: expected an array of shape (2,), got float64 0.5", expect_shape, "x", np.float64(0.5), (2,))
+    fails("pair: expected an array of shape (2,), got tuple (1.5, 2)", expect_shape, "pair",
+          (np.float64(1.5), np.int64(2)), (2,))
+    fails("n: got 3, expected 4", expect_equal, "n", np.int64(3), 4)
     expect_close("list", [1.0, 2.0], [1.0, 2.0])
 
 
@@ -109,7 +145,7 @@ def test_expect_equal_reports_lengths_and_types():
 def test_expect_grad_names_the_worst_coordinate():
     x = np.linspace(-2, 2, 6).reshape(2, 3)                       # (2, 3)
     f = lambda v: np.sin(v).sum()                                 # noqa: E731
-    fails("sin: worst coordinate (1, 1): analytic 0.3805, numeric 0.3624, relative error 4.8e-02 (allowed 1e-05)",
+    fails("sin: worst coordinate at index (1, 1): analytic 0.3805, numeric 0.3624, relative error 4.8e-02 (allowed 1e-05)",
           expect_grad, "sin", f, lambda v: 1.05 * np.cos(v), x)
     fails("sin: expected shape (2, 3), got (1, 3) float64", expect_grad, "sin", f, lambda v: np.cos(v)[:1], x)
     fails("sin: expected an array of shape (2, 3), got float 1.0", expect_grad, "sin", f, lambda v: 1.0, x)
@@ -117,7 +153,7 @@ def test_expect_grad_names_the_worst_coordinate():
 
 def test_expect_grad_fails_on_nan_and_accepts_zero_derivatives():
     x = np.array([-1.0, 0.0, 1.0])
-    fails("cube: worst coordinate 1: analytic nan, numeric 0, relative error inf (allowed 1e-05)",
+    fails("cube: worst coordinate at index 1: analytic nan, numeric 0, relative error inf (allowed 1e-05)",
           expect_grad, "cube", lambda v: (v ** 3).sum(), lambda v: np.where(v == 0, np.nan, 3 * v * v), x)
     expect_grad("flat", lambda v: 1e3 + (v ** 4).sum(), lambda v: 4 * v ** 3, np.array([0.0, 1e-3, 0.5]))
 
@@ -128,3 +164,65 @@ def test_expect_grad_evaluates_in_float64_without_touching_x():
     expect_grad("square", lambda v: seen.append(v.dtype) or (v * v).sum(), lambda v: 2 * v, x)
     assert set(seen) == {np.dtype(np.float64)}
     assert x.tolist() == [np.float32(0.1), np.float32(0.2)]
+
+
+def test_expect_accumulates_catches_a_backward_that_assigns():
+    grads = {"w": np.zeros(3)}
+    dw = np.array([1.0, -2.0, 0.5])
+
+    def adds():
+        grads["w"] += dw
+
+    def assigns():
+        grads["w"][...] = dw
+
+    expect_accumulates("adds", adds, lambda: grads)
+    grads["w"][:] = 0
+    fails("assigns: after two backward passes, w holds one pass's gradient: the second pass overwrote the "
+          "first (= where += is needed)", expect_accumulates, "assigns", assigns, lambda: grads)
+    grads["w"][:] = 0
+    fails("thrice: after two backward passes, w holds not twice one pass's gradient",
+          expect_accumulates, "thrice", lambda: grads["w"].__iadd__(dw * (1 + grads["w"].any())), lambda: grads)
+
+
+def test_expect_raises_names_what_came_instead(capsys):
+    def strict(x):
+        if x < 0:
+            raise ValueError(f"x must be >= 0; got {x}")
+        return np.float64(x)
+
+    expect_raises("x = -1", ValueError, strict, -1)
+    assert capsys.readouterr().out == "ok: x = -1 raises ValueError: x must be >= 0; got -1\n"
+    fails("x = 1: expected ValueError, but the call returned float64 1.0", expect_raises, "x = 1", ValueError, strict, 1)
+    fails("x = 'a': expected ValueError, got TypeError: '<' not supported between instances of 'str' and 'int'",
+          expect_raises, "x = 'a'", ValueError, strict, "a")
+    with pytest.raises(NotImplementedError):                     # a stub stays a stub
+        expect_raises("stub", ValueError, lambda: (_ for _ in ()).throw(NotImplementedError("write it")))
+
+
+def test_an_error_inside_lib_names_the_students_function_and_what_it_returned():
+    from lib.numpy_twin import softmax                           # lib code that fails on a bad shape
+    returned = np.zeros((2, 0))
+    with pytest.raises(CheckFailed, match=r"^top_k_filter: lib's `softmax` raised ValueError: .*, "
+                                          r"after your top_k_filter returned \(2, 0\) float64$"):
+        with your_output("top_k_filter", returned):
+            softmax(returned)
+    with pytest.raises(ZeroDivisionError):                        # the student's own error: unchanged
+        with your_output("f", 1.0):
+            1 / 0
+
+
+def test_watch_names_what_a_method_returned_last():
+    from lib.numpy_twin import softmax
+
+    class Cache:
+        def update(self, k):
+            return k[:, :0]                                       # returns no position: the bug
+
+    cache = Cache()
+    with pytest.raises(CheckFailed, match=r"^Cache.update: lib's `softmax` raised ValueError: .*, after your "
+                                          r"Cache.update returned \(1, 0\) float64 \(call 2\)$"):
+        with watch(cache, "update") as w, your_output("Cache.update", w):
+            cache.update(np.zeros((1, 3)))
+            softmax(cache.update(np.zeros((1, 3))))
+    assert "update" not in vars(cache)                            # the method is the class's again
