@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .assets import cache_dir
+from .assets import AssetError, cache_dir
 from .atomic import write_atomic
 from .numpy_twin.train import log_softmax
 from .scale import device
@@ -249,25 +249,43 @@ def next_line_items(n_items=1000, seed=0, min_chars=10, max_chars=30):
 # ---- HellaSwag ----------------------------------------------------------------------------------
 def hellaswag_items(path, limit=None):
     """HellaSwag's JSONL (one object a line with "ctx", "endings" (4) and "label") as items. An
-    ending is read after a space, as it continues the context's last sentence."""
+    ending is read after a space, as it continues the context's last sentence. A line that is not
+    such an object, or a file without one, raises ValueError naming the file and the line."""
     items = []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            missing = [key for key in ("ctx", "endings", "label") if key not in row]
-            if missing:
-                raise ValueError(f"{path}, line {number}: no {missing}; expected HellaSwag's keys ctx, endings, label")
-            if not (isinstance(row["endings"], list) and row["endings"]
-                    and 0 <= int(row["label"]) < len(row["endings"])):
-                raise ValueError(f"{path}, line {number}: label {row['label']!r} does not index its "
-                                 f"{len(row['endings'])} endings")
-            items.append({"context": row["ctx"], "choices": [" " + e for e in row["endings"]],
-                          "label": int(row["label"])})
+            items.append(_hellaswag_item(line, f"{path}, line {number}"))
             if limit is not None and len(items) == limit:
                 break
+    if not items:
+        raise ValueError(f"{path} holds no items: expected one JSON object a line with ctx, endings, label")
     return items
+
+
+def _hellaswag_item(line, where):
+    """One JSONL line as an item; `where` (file and line) starts every error's message."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not JSON ({e.msg} at column {e.colno}); expected one object "
+                         f"with ctx, endings, label") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: a {type(row).__name__}, expected an object with ctx, endings, label")
+    missing = [key for key in ("ctx", "endings", "label") if key not in row]
+    if missing:
+        raise ValueError(f"{where}: no {missing}; expected HellaSwag's keys ctx, endings, label")
+    endings, label = row["endings"], row["label"]
+    if not (isinstance(row["ctx"], str) and isinstance(endings, list) and len(endings) >= 2
+            and all(isinstance(e, str) for e in endings)):
+        raise ValueError(f"{where}: expected ctx a string and endings a list of at least 2 strings")
+    if isinstance(label, str) and label.strip().isdigit():
+        label = int(label)                                   # the published files write "0".."3"
+    if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < len(endings):
+        raise ValueError(f"{where}: label {row['label']!r} does not index its {len(endings)} endings; "
+                         f"expected 0 to {len(endings) - 1}")
+    return {"context": row["ctx"], "choices": [" " + e for e in endings], "label": label}
 
 
 def download_hellaswag():
@@ -325,17 +343,24 @@ def build_parser():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     twin = args.twin or default_twin()
-    if args.device and twin != "torch":
-        raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the {twin} twin)")
-    neutral = args.neutral
-    if args.benchmark == "shakespeare":
-        items = next_line_items(1000 if args.items is None else args.items)
-        neutral = NEXT_LINE_NEUTRAL if neutral is None else neutral
-    else:
-        items = hellaswag_items(args.file or download_hellaswag(), limit=args.items)
-    model = load_model(args.model, twin)
+    try:
+        if args.device and twin != "torch":
+            raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the "
+                             f"{twin} twin)")
+        if args.items is not None and args.items < 1:
+            raise ValueError(f"--items {args.items}: expected a positive number of items")
+        neutral = args.neutral
+        if args.benchmark == "shakespeare":
+            items = next_line_items(1000 if args.items is None else args.items)
+            neutral = NEXT_LINE_NEUTRAL if neutral is None else neutral
+        else:
+            items = hellaswag_items(args.file or download_hellaswag(), limit=args.items)
+        model = load_model(args.model, twin)
+    except (OSError, ValueError, AssetError) as e:           # a missing file, a bad line, no network
+        parser.error(str(e))
     if twin == "torch":
         model.to(args.device or device())
     from .sample import tokenizer_for

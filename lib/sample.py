@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from .config import kv_cache_bytes
+from .sampling import check_sampling
 from .scale import device
 from .twins import TWINS, as_model_ids, default_twin, twin_module
 
@@ -75,13 +76,21 @@ def note(text):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     twin = args.twin or default_twin()
-    if args.device and twin != "torch":
-        raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the {twin} twin)")
-    model, folder = load_model(args.model, twin)
-    config = model.config
-    tokenizer = tokenizer_for(config.vocab_size)
+    try:
+        if args.device and twin != "torch":
+            raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the "
+                             f"{twin} twin)")
+        check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty)
+        if args.max_new_tokens < 0:
+            raise ValueError(f"--max-new-tokens {args.max_new_tokens}: expected 0 or more")
+        model, folder = load_model(args.model, twin)
+        config = model.config
+        tokenizer = tokenizer_for(config.vocab_size)
+    except (OSError, ValueError) as e:                       # no such folder, no weights, a bad setting
+        parser.error(str(e))
     prompt = tokenizer.encode(args.prompt, allowed_special="all")   # list of T ids
     if twin == "torch":
         model.to(args.device or device())

@@ -12,7 +12,9 @@ BENCHMARKS = ("forward", "tokenizer", "train", "decode", "gpu")
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in BENCHMARKS:
-        sys.exit(f"usage: python -m lib.bench {{{','.join(BENCHMARKS)}}} [options]; got {argv[:1] or 'nothing'}")
+        print(f"usage: python -m lib.bench {{{','.join(BENCHMARKS)}}} [options]; got {argv[:1] or 'nothing'}",
+              file=sys.stderr)
+        sys.exit(2)                                          # a usage error, as argparse's
     importlib.import_module(f".{argv[0]}", __package__).main(argv[1:])
 
 
