@@ -56,10 +56,10 @@ def merge_pair(ids, pair, new_id):
     return out
 
 
-def bpe(ids, merges, pair_of):
+def bpe(ids, merges):
     """Apply merges to one chunk: always the pair merged earliest in training (lowest new id).
 
-    merges: {(a, b): new_id}; pair_of: {new_id: (a, b)}, its inverse.
+    merges: {(a, b): new_id}.
     """
     ids = list(ids)
     while len(ids) >= 2:
@@ -181,8 +181,7 @@ class BPETokenizer:
         self.byte_ids = list(range(256)) if byte_ids is None else list(byte_ids)
         if sorted(self.byte_ids) != list(range(256)):
             raise ValueError("byte_ids must be a permutation of 0..255")
-        self.merges = {tuple(p): 256 + i for i, p in enumerate(merges)}  # (a, b) -> new id
-        self.pair_of = {i: p for p, i in self.merges.items()}  # new id -> (a, b)
+        self.merges = {tuple(p): 256 + i for i, p in enumerate(merges)}  # (a, b) -> new id, in id order
         self.vocab = {i: bytes([b]) for b, i in enumerate(self.byte_ids)}  # id -> bytes
         for (a, b), i in self.merges.items():
             if a >= i or b >= i:
@@ -208,7 +207,7 @@ class BPETokenizer:
 
     def merge_list(self):
         """The merges in training order: [(a, b) of id 256, (a, b) of id 257, ...]."""
-        return [self.pair_of[256 + i] for i in range(len(self.merges))]
+        return list(self.merges)
 
     def __repr__(self):
         return f"BPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, special={list(self.special_tokens)})"
@@ -234,7 +233,7 @@ class BPETokenizer:
 
     # encoding -------------------------------------------------------------------------------
     def _bpe_chunk(self, chunk):
-        return bpe([self.byte_ids[b] for b in chunk.encode("utf-8")], self.merges, self.pair_of)
+        return bpe([self.byte_ids[b] for b in chunk.encode("utf-8")], self.merges)
 
     def encode_ordinary(self, text):
         """Encode text, treating special-token text as ordinary text."""
@@ -322,17 +321,17 @@ def merges_from_ranks(ranks):
     far (all of lower rank), which must leave exactly two parts: the pair that made it.
     """
     byte_ids = [ranks[bytes([b])] for b in range(256)]
-    merges, pair_of = {}, {}
+    merges = {}                                          # (a, b) -> rank, in rank order
     for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
         if len(token) == 1:
             continue
         if rank != 256 + len(merges):
             raise ValueError(f"rank {rank} of {token!r} breaks the order 256, 257, ... of merged tokens")
-        parts = bpe([byte_ids[b] for b in token], merges, pair_of)
+        parts = bpe([byte_ids[b] for b in token], merges)
         if len(parts) != 2:
             raise ValueError(f"token {token!r} (rank {rank}) is not one merge of two lower-ranked tokens")
-        merges[tuple(parts)], pair_of[rank] = rank, tuple(parts)
-    return byte_ids, [pair_of[256 + i] for i in range(len(merges))]
+        merges[tuple(parts)] = rank
+    return byte_ids, list(merges)
 
 
 @functools.lru_cache(maxsize=1)
