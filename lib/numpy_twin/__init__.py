@@ -13,3 +13,6 @@ from .train import AdamW, Trainer, clip_grad_norm, cross_entropy, estimate_loss,
 
 __all__ += ["AdamW", "Trainer", "clip_grad_norm", "cross_entropy", "estimate_loss", "grad_norm", "perplexity",
             "train_step"]
+from .flash import flash_attention  # chapter 10
+
+__all__ += ["flash_attention"]
