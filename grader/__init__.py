@@ -8,14 +8,14 @@ grader/release.py) leaves it out whole, so lib holds only what students get.
 
 One run grades one student's submission: the notebooks given.
 1. Which exercise a notebook is graded on comes from the instructor's side, never from the
-   notebook: the exercise whose notebook name (`Exercise.notebook` in the hidden tests, such
-   as ch4_gelu) its file name contains, or `--exercise`. The assignment (`--assignment`, by
+   notebook: the exercise whose name (its notebook's name, `Exercise.notebook` in the hidden
+   tests, such as ch4_gelu) its file name contains, or `--exercise`. The assignment (`--assignment`, by
    default the exercises the files name) sets the maximum score. An exercise named by two files
    is graded for neither ("duplicated", 0); one of the assignment that no file names is
    "missing" (0); a file that names none is an error.
-2. In that notebook, the code cells tagged `graded:<id>` are joined, in order; nothing else
+2. In that notebook, the code cells tagged `graded:<name>` are joined, in order; nothing else
    of the notebook runs.
-3. The hidden tests for <id> (`solutions/hidden_tests/*.py`, see grader/spec.py) give the
+3. The hidden tests for <name> (`solutions/hidden_tests/<name>.py`, see grader/spec.py) give the
    calls to make and their inputs, written into a fresh folder as JSON.
 4. `grader/runner.py` runs the cells and the calls inside bubblewrap (grader/sandbox.py), as an
    unprivileged user: no network, no repository, no solutions, no hidden tests, a copy of lib
@@ -27,7 +27,8 @@ One run grades one student's submission: the notebooks given.
    an exit scores the tests still unanswered 0 and grading goes on. An edge test (an error
    check, an empty input) earns its points only when the other tests of its function pass.
 
-Output: per test PASS/FAIL with a reason, a score per exercise, a total. Messages are written
+Output: per test PASS/FAIL with a reason, a score per exercise (named by its book number and
+its name: "3.1 ch3_attention"), a total. Messages are written
 for the student: they never hold an expected value (`--instructor` adds them), and what came
 from the sandbox is escaped, so that it cannot forge lines. `--json` prints the same as one
 JSON document. The exit status is 0 whenever grading itself worked (whatever the scores), 1 if
@@ -36,9 +37,11 @@ when the sandbox cannot start (then nothing is graded: a broken sandbox is not a
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
+import re
 import stat
 import tempfile
 from collections import Counter
@@ -75,6 +78,7 @@ class ExerciseResult:
     score: int = 0
     max_score: int = 0
     tests: list[TestResult] = field(default_factory=list)
+    number: str = ""             # the book's number ("3.1"); empty for an exercise the book lacks
 
 
 @dataclass
@@ -151,15 +155,33 @@ def graded_code(nb: dict, exercise: str) -> str:
 
 
 def exercise_for(path, hidden: dict) -> str | None:
-    """The exercise whose notebook name the file's name contains (None: no exercise, or several)."""
+    """The exercise whose name the file's name contains (None: no exercise, or several)."""
     name = Path(path).name
-    found = [ex for ex, module in hidden.items() if module.EXERCISE.notebook and module.EXERCISE.notebook in name]
+    found = [ex for ex in hidden if ex in name]
     return found[0] if len(found) == 1 else None
+
+
+@functools.cache
+def _book_numbers() -> dict:
+    """{exercise: "K.n"}: the n-th exercise after chapter K in _toc.yml's reading order (its
+    `- file: exercises/chK_...` lines; commented-out ones are not in the book)."""
+    toc = ROOT / "_toc.yml"
+    names = re.findall(r"^\s*- file: exercises/(ch([0-9]+[a-z]?)_\w+)\s*$", toc.read_text(), re.M) if toc.is_file() else []
+    numbers, seen = {}, Counter()
+    for name, chapter in names:
+        seen[chapter] += 1
+        numbers[name] = f"{chapter}.{seen[chapter]}"
+    return numbers
+
+
+def book_number(exercise: str) -> str:
+    """The exercise's number in the book ("3.1"), from _toc.yml; "" when the book lacks it."""
+    return _book_numbers().get(exercise, "")
 
 
 # ---- hidden tests ---------------------------------------------------------------------------------
 def load_hidden_tests(tests_dir: Path) -> dict:
-    """{exercise id: module} for every module in tests_dir that defines EXERCISE."""
+    """{exercise name: module} for every module in tests_dir that defines EXERCISE."""
     modules = {}
     for path in sorted(Path(tests_dir).glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"hidden_tests_{path.stem}", path)
@@ -167,7 +189,7 @@ def load_hidden_tests(tests_dir: Path) -> dict:
         spec.loader.exec_module(module)
         exercise = getattr(module, "EXERCISE", None)
         if isinstance(exercise, Exercise):
-            modules[exercise.id] = module
+            modules[exercise.notebook] = module
     return modules
 
 
@@ -282,9 +304,10 @@ def _why(run, answers: dict, group: str, limit: int, memory_mb: int) -> tuple[st
 def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden) -> ExerciseResult:
     exercise: Exercise = module.EXERCISE
     tests = module.tests()
-    result = ExerciseResult(exercise.id, exercise.title, "graded", "", max_score=sum(t.points for t in tests))
+    result = ExerciseResult(exercise.notebook, exercise.title, "graded", "", max_score=sum(t.points for t in tests),
+                            number=book_number(exercise.notebook))
     if not code.strip():
-        result.status, result.message = "no-graded-cells", f"no code cell is tagged {TAG_PREFIX}{exercise.id}"
+        result.status, result.message = "no-graded-cells", f"no code cell is tagged {TAG_PREFIX}{exercise.notebook}"
         result.tests = [TestResult(t.name, t.points, False, "not graded: no graded cells") for t in tests]
         return result
     verdicts: dict[int, Verdict] = {}
@@ -300,7 +323,7 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
             continue
         jobs = _jobs([tests[i] for i in members])
         with tempfile.TemporaryDirectory(prefix="grade-") as root:
-            box = sandbox.make_box(Path(root), code, {"exercise": exercise.id, "tests": jobs}, exercise.blocked)
+            box = sandbox.make_box(Path(root), code, {"exercise": exercise.notebook, "tests": jobs}, exercise.blocked)
             run = sandbox.run(box, masked=exercise.masked, forbidden=forbidden, cpu_seconds=limit,
                               memory_mb=memory_mb)
         answers = read_answers(run.answers, [job["id"] for job in jobs])
@@ -331,7 +354,7 @@ def _forbidden(tests_dir) -> list[Path]:
 
 def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=4096,
                    hidden=None) -> NotebookResult:
-    """Grade the notebook on `exercise` (an id of the hidden tests; by default the one its file
+    """Grade the notebook on `exercise` (a name of the hidden tests; by default the one its file
     name names). A notebook that cannot be graded gives a result with an error; only a sandbox
     that cannot start raises (SandboxUnavailable)."""
     hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
@@ -353,7 +376,7 @@ def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None
 
 
 def _names_nothing(path, hidden) -> NotebookResult:
-    names = ", ".join(m.EXERCISE.notebook for m in hidden.values() if m.EXERCISE.notebook)
+    names = ", ".join(hidden)
     return NotebookResult(str(path), None, printable(f"its file name names no exercise (a handed-in notebook's "
                                                      f"name contains one of: {names})"))
 
@@ -381,12 +404,13 @@ def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT
             notebooks.append(NotebookResult(str(path), ExerciseResult(
                 ex, module.EXERCISE.title, "duplicated", printable(f"{counts[ex]} files name this exercise "
                                                                    f"({others}): none is graded"),
-                max_score=max_score(module))))
+                max_score=max_score(module), number=book_number(ex))))
         else:
             notebooks.append(grade_notebook(path, ex, tests_dir=tests_dir, timeout=timeout,
                                             memory_mb=memory_mb, hidden=hidden))
     missing = [ExerciseResult(ex, hidden[ex].EXERCISE.title, "missing", "no notebook handed in names it",
-                              max_score=max_score(hidden[ex])) for ex in assignment if ex not in named]
+                              max_score=max_score(hidden[ex]), number=book_number(ex))
+               for ex in assignment if ex not in named]
     score = sum(nb.exercise.score for nb in notebooks if nb.exercise is not None)
     return Submission(notebooks, missing, score, sum(max_score(hidden[ex]) for ex in assignment))
 

@@ -14,7 +14,7 @@ def _test_line(t, instructor: bool) -> str:
 
 
 def _exercise_lines(ex, instructor: bool) -> list[str]:
-    head = f"  {ex.exercise} {ex.title}: {ex.score}/{ex.max_score}"
+    head = f"  {f'{ex.number} ' if ex.number else ''}{ex.exercise} {ex.title}: {ex.score}/{ex.max_score}"
     return ([head + (f"  [{ex.status}] {ex.message}" if ex.status != "graded" else "")]
             + [_test_line(t, instructor) for t in ex.tests])
 
@@ -54,8 +54,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path, help="one student's notebooks")
     parser.add_argument("--assignment", default=None,
-                        help="the exercises to grade, comma-separated ids, or 'all' (default: those the files name)")
-    parser.add_argument("--exercise", default=None, help="grade every notebook given on this exercise id, whatever its name")
+                        help="the exercises to grade, comma-separated names (ch4_gelu,...), or 'all' "
+                             "(default: those the files name)")
+    parser.add_argument("--exercise", default=None, help="grade every notebook given on this exercise (a name such as ch4_gelu), whatever the file's name")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     parser.add_argument("--instructor", action="store_true", help="add the expected values (not for students)")
     add_sandbox_options(parser)

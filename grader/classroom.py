@@ -20,7 +20,7 @@ notebook, no graded cell, larger than 32 MiB, a cell that hangs or exhausts memo
 its exercise, its row says why, and the batch goes on.
 
 The gradebook (--csv) has one row per student: student, one score column per exercise of the
-assignment (named by the exercise's notebook), total, max, error (what could not be graded and
+assignment (named by the exercise's name, its notebook's), total, max, error (what could not be graded and
 why; empty when everything was). A text cell that a spreadsheet would take for a formula (one
 starting with = + - @) starts with a quote. The feedback folder (--feedback) gets one
 STUDENT.txt per student, the name made safe for a file name: the grader's report for the
@@ -68,7 +68,7 @@ class Student:
 @dataclass
 class Row:
     student: str
-    scores: dict                   # {exercise id: score}
+    scores: dict                   # {exercise name: score}
     error: str                     # empty when everything was graded
     feedback: str = ""             # the report for the student; empty when there is none
 
@@ -100,7 +100,7 @@ def student_of_file(filename: str, hidden: dict) -> str:
     exercise = exercise_for(filename, hidden)
     if exercise is None:
         return stem
-    return stem[:stem.index(hidden[exercise].EXERCISE.notebook)].rstrip("_-. ")
+    return stem[:stem.index(exercise)].rstrip("_-. ")
 
 
 def find_students(submissions: Path, hidden: dict) -> list[Student]:
@@ -149,17 +149,17 @@ def submission_from_dict(data: dict) -> Submission:
     return Submission(notebooks, [_exercise(ex) for ex in data["missing"]], data["score"], data["max_score"])
 
 
-def _problems(submission: Submission, column: dict) -> str:
+def _problems(submission: Submission, assignment: list[str]) -> str:
     """What could not be graded, and why: the unreadable notebooks, then the exercises in the
     assignment's order, '; ' between them."""
     exercises = [nb.exercise for nb in submission.notebooks if nb.exercise] + submission.missing
     items = [f"{nb.path}: {nb.error}" for nb in submission.notebooks if nb.error]
-    items += [f"{column[ex.exercise]}: {ex.status}: {ex.message}"
-              for ex in sorted(exercises, key=lambda ex: list(column).index(ex.exercise)) if ex.status != "graded"]
+    items += [f"{ex.exercise}: {ex.status}: {ex.message}"
+              for ex in sorted(exercises, key=lambda ex: assignment.index(ex.exercise)) if ex.status != "graded"]
     return "; ".join(dict.fromkeys(items))                     # a duplicated exercise once
 
 
-def grade_student(student: Student, assignment: list[str], column: dict, options: list[str]) -> Row:
+def grade_student(student: Student, assignment: list[str], options: list[str]) -> Row:
     """The student's row, from a grader process of its own. Raises SandboxUnavailable when that
     process found no working sandbox (then no student can be graded)."""
     if student.problem:
@@ -178,18 +178,17 @@ def grade_student(student: Student, assignment: list[str], column: dict, options
     for nb in submission.notebooks:                            # paths as the student knows them
         nb.path = Path(nb.path).relative_to(student.folder).as_posix()
     scores = {nb.exercise.exercise: nb.exercise.score for nb in submission.notebooks if nb.exercise}
-    return Row(student.name, scores, _problems(submission, column), report(submission) + "\n")
+    return Row(student.name, scores, _problems(submission, assignment), report(submission) + "\n")
 
 
 def grade_class(submissions: Path, assignment: list[str], hidden: dict, *, jobs: int = 1,
                 options: tuple[str, ...] = ()) -> list[Row]:
     """One row per student of `submissions`, `jobs` students graded at a time."""
     submissions = submissions.resolve()
-    column = {ex: hidden[ex].EXERCISE.notebook or ex for ex in assignment}
     students = find_students(submissions, hidden)
     pool = ThreadPoolExecutor(jobs)
     try:
-        return list(pool.map(lambda s: grade_student(s, assignment, column, list(options)), students))
+        return list(pool.map(lambda s: grade_student(s, assignment, list(options)), students))
     finally:
         pool.shutdown(cancel_futures=True)                     # a broken sandbox stops the batch
 
@@ -228,7 +227,7 @@ def write_gradebook(path: Path, header: list[str], rows) -> None:
 
 def gradebook(rows: list[Row], assignment: list[str], hidden: dict) -> tuple[list[str], list[list]]:
     """(header, rows) of the CSV."""
-    header = ["student", *(hidden[ex].EXERCISE.notebook or ex for ex in assignment), "total", "max", "error"]
+    header = ["student", *assignment, "total", "max", "error"]
     top = sum(max_score(hidden[ex]) for ex in assignment)
     lines = []
     for row in rows:
@@ -255,7 +254,8 @@ def main(argv=None) -> int:
     parser.add_argument("--csv", type=Path, required=True, help="the gradebook to write (replaced atomically)")
     parser.add_argument("--jobs", type=int, default=1, help="students graded at a time (default 1)")
     parser.add_argument("--assignment", default=None,
-                        help="the exercises, comma-separated ids, or 'all' (default: those the class's files name)")
+                        help="the exercises, comma-separated names (ch4_gelu,...), or 'all' "
+                             "(default: those the class's files name)")
     parser.add_argument("--feedback", type=Path, default=None, help="a folder for one STUDENT.txt report per student")
     add_sandbox_options(parser)
     args = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 
 A hidden test module (in `solutions/hidden_tests/`, never shipped to students) defines
 
-    EXERCISE = Exercise(id="ex1", title=..., notebook="ch4_gelu", functions=(...), blocked=(...))
+    EXERCISE = Exercise(notebook="ch4_gelu", title=..., functions=(...), blocked=(...))
     def tests() -> list[Test]: ...
     REFERENCE = {name: implementation}   # the grader's own answers, used by the checks
 
@@ -48,17 +48,17 @@ class Rng:
 
 @dataclass(frozen=True)
 class Exercise:
-    """id: the tag suffix of the graded cells (`graded:<id>`). title: its name in reports.
-    notebook: the name of the notebook it is handed in as (without .ipynb); a handed-in file is
-    graded on the exercise whose notebook name its own name contains. functions: the names the graded
+    """notebook: the exercise's one name, that of the notebook it is handed in as (without
+    .ipynb); its graded cells are tagged `graded:<notebook>`, its hidden tests are
+    `<notebook>.py`, and a handed-in file is graded on the exercise whose name its own name
+    contains. title: its name in reports. functions: the names the graded
     cells must define. blocked: lib names that answer the exercise, stubbed in the sandbox's copy
     of lib ("module:name", "module:Class.method", or "module:*" for every def and class).
     masked: installed packages hidden from the sandbox. groups: CPU seconds allowed per group of
     tests (each group runs in a sandbox of its own, loading the graded cells afresh)."""
-    id: str
+    notebook: str
     title: str
     functions: tuple[str, ...]
-    notebook: str = ""
     blocked: tuple[str, ...] = ()
     masked: tuple[str, ...] = DEFAULT_MASKED
     groups: dict = field(default_factory=lambda: {"main": 60.0})

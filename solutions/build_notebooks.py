@@ -2,11 +2,11 @@
 
     python solutions/build_notebooks.py            # writes exercises/*.ipynb and solutions/*.ipynb
 
-The sources are solutions/source/chK_name.py (K: the chapter it follows); each defines NUMBER
-("K.n", its title's number), EXERCISE (the grading id) and
+The sources are solutions/source/chK_name.py (K: the chapter it follows); the file's name is the
+exercise's one name (its notebooks', its graded cells' tag, its hidden tests'). Each defines
 CELLS, a list built with the helpers below:
 - md(text), code(src): the same in both notebooks;
-- graded(stub, answer): a cell tagged `graded:<id>`, the only code the grader runs;
+- graded(stub, answer): a cell tagged `graded:<name>`, the only code the grader runs;
 - task(stub, answer): student work that is not graded (a plot, say);
 - uses(src): code that calls the student's functions. In the student's notebook it is tagged
   `raises-exception`, since the stubs raise NotImplementedError there (Jupyter Book and nbval
@@ -66,7 +66,7 @@ def setup():
     return Cell("code", SETUP, SETUP)
 
 
-def notebook(cells, exercise, solution, name):
+def notebook(cells, exercise, solution):
     nb = nbformat.v4.new_notebook()
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.language_info = {"name": "python"}
@@ -86,7 +86,7 @@ def notebook(cells, exercise, solution, name):
             new.metadata.tags = tags
         nb.cells.append(new)
     nb.cells.append(nbformat.v4.new_markdown_cell(
-        f"**Handing in.** Keep `{name}` in the file's name (`alice_{name}.ipynb`, say): the grader "
+        f"**Handing in.** Keep `{exercise}` in the file's name (`alice_{exercise}.ipynb`, say): the grader "
         "knows the exercise from the file name. It runs only the graded cells, on inputs you have not "
         "seen, and its report says which tests failed and why."))
     for i, c in enumerate(nb.cells):                         # stable ids: rebuilding changes nothing
@@ -108,7 +108,7 @@ def main():
         source = load_source(path)
         for folder, solution in (("exercises", False), ("solutions", True)):
             out = ROOT / folder / f"{path.stem}.ipynb"
-            nb = notebook(source.CELLS, source.EXERCISE, solution, path.stem)
+            nb = notebook(source.CELLS, path.stem, solution)
             nbformat.validate(nb)
             text = nbformat.writes(nb) + "\n"
             if not out.exists() or out.read_text() != text:

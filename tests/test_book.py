@@ -246,7 +246,7 @@ def answer_leaks():
 
 
 def _graded(answer_leaks, exercise, folder="solutions"):
-    return answer_leaks.graded_source(ROOT / folder / f"{exercise.notebook}.ipynb", exercise.id)
+    return answer_leaks.graded_source(ROOT / folder / f"{exercise.notebook}.ipynb", exercise.notebook)
 
 
 def test_leak_detector_finds_answers_only_on_earlier_pages(answer_leaks):
@@ -255,7 +255,7 @@ def test_leak_detector_finds_answers_only_on_earlier_pages(answer_leaks):
     from lib.display import show
     from lib.numpy_twin import model
 
-    gelu = next(e for e in answer_leaks.exercises() if e.id == "ex1")
+    gelu = next(e for e in answer_leaks.exercises() if e.notebook == "ch4_gelu")
     answers = {"exercises/ch4_gelu": answer_leaks.answer_statements(gelu)}
     solution = _graded(answer_leaks, gelu)
     reindented = textwrap.indent(solution.replace("\n", "  # a comment of the page's own\n"), "    ")
@@ -296,5 +296,5 @@ def test_an_answer_planted_on_an_earlier_page_is_found(book, answer_leaks):
         assert planted != html, f"{earlier}.html has no <main> to plant in"
         found = set(answer_leaks.find_leaks({**pages, earlier: answer_leaks.code_text(planted)}, answers)) - before
         expected = answer_leaks.statements(_graded(answer_leaks, exercise)) & answers[page]
-        assert expected, f"{exercise.id}: its solution has no statement the detector can look for"
-        assert {(page, earlier, s) for s in expected} <= found, f"{exercise.id}: planted on {earlier}, not found"
+        assert expected, f"{exercise.notebook}: its solution has no statement the detector can look for"
+        assert {(page, earlier, s) for s in expected} <= found, f"{exercise.notebook}: planted on {earlier}, not found"

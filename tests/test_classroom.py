@@ -21,7 +21,7 @@ from grader.classroom import Row, cell, find_students, main, safe_name, write_fe
 from grader.sandbox import check_bwrap
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {"ex1": "ch4_gelu", "ex2": "ch4_deeper", "ex5": "ch5_loss_plotter"}
+EXERCISES = ["ch4_gelu", "ch4_deeper", "ch5_loss_plotter"]
 CPU_CAP, MEMORY_MB = 1, 512
 
 spec = importlib.util.spec_from_file_location("wrong_fixtures_for_classroom", ROOT / "solutions" / "fixtures" / "wrong.py")
@@ -33,7 +33,7 @@ EAT_MEMORY = "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np
 
 
 def stub(exercise):
-    return nbformat.read(ROOT / "exercises" / f"{NOTEBOOKS[exercise]}.ipynb", as_version=4)
+    return nbformat.read(ROOT / "exercises" / f"{exercise}.ipynb", as_version=4)
 
 
 def graded(nb, exercise):
@@ -41,7 +41,7 @@ def graded(nb, exercise):
 
 
 def solution_code(exercise):
-    nb = nbformat.read(ROOT / "solutions" / f"{NOTEBOOKS[exercise]}.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "solutions" / f"{exercise}.ipynb", as_version=4)
     return graded(nb, exercise).source
 
 
@@ -64,7 +64,7 @@ def huge_output(path, megabytes=100):
     """A notebook whose one cell printed `megabytes` MB, written in pieces."""
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", '
-                '"metadata": {"tags": ["graded:ex1"]}, "source": "print(1)", "execution_count": 1, '
+                '"metadata": {"tags": ["graded:ch4_gelu"]}, "source": "print(1)", "execution_count": 1, '
                 '"outputs": [{"output_type": "stream", "name": "stdout", "text": "')
         for _ in range(megabytes):
             f.write("x" * 1_000_000)
@@ -74,37 +74,37 @@ def huge_output(path, megabytes=100):
 def class_folder(root):
     """Thirteen students, one or more notebooks each, and one notebook that names no student."""
     sub = root / "submissions"
-    for ex in NOTEBOOKS:                                               # alice: every solution
-        handed_in(sub / "alice" / f"{NOTEBOOKS[ex]}.ipynb", ex, solution_code(ex))
-    handed_in(sub / "alice" / ".ipynb_checkpoints" / "ch4_gelu-checkpoint.ipynb", "ex1")   # skipped
-    handed_in(sub / "bob_ch4_gelu.ipynb", "ex1")                        # bob: files in the folder, a stub
-    handed_in(sub / "bob_ch4_deeper.ipynb", "ex2", solution_code("ex2"))
-    handed_in(sub / "carol" / "ch4_gelu.ipynb", "ex1", wrong_code("ex1", "wrong_constant"))
-    handed_in(sub / "carol" / "ch4_deeper.ipynb", "ex2", wrong_code("ex2", "no_qkv_biases"))
-    handed_in(sub / "dave" / "week5" / "ch5_loss_plotter.ipynb", "ex5", wrong_code("ex5", "window_plus_one"))
+    for ex in EXERCISES:                                               # alice: every solution
+        handed_in(sub / "alice" / f"{ex}.ipynb", ex, solution_code(ex))
+    handed_in(sub / "alice" / ".ipynb_checkpoints" / "ch4_gelu-checkpoint.ipynb", "ch4_gelu")   # skipped
+    handed_in(sub / "bob_ch4_gelu.ipynb", "ch4_gelu")                        # bob: files in the folder, a stub
+    handed_in(sub / "bob_ch4_deeper.ipynb", "ch4_deeper", solution_code("ch4_deeper"))
+    handed_in(sub / "carol" / "ch4_gelu.ipynb", "ch4_gelu", wrong_code("ch4_gelu", "wrong_constant"))
+    handed_in(sub / "carol" / "ch4_deeper.ipynb", "ch4_deeper", wrong_code("ch4_deeper", "no_qkv_biases"))
+    handed_in(sub / "dave" / "week5" / "ch5_loss_plotter.ipynb", "ch5_loss_plotter", wrong_code("ch5_loss_plotter", "window_plus_one"))
     (sub / "erin").mkdir()
     (sub / "erin" / "ch4_gelu.ipynb").write_text('{"cells": [', encoding="utf-8")            # not JSON
-    handed_in(sub / "erin" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))
+    handed_in(sub / "erin" / "ch4_deeper.ipynb", "ch4_deeper", solution_code("ch4_deeper"))
     (sub / "frank").mkdir()
     (sub / "frank" / "ch4_gelu.ipynb").write_text(json.dumps({"cells": "none"}), encoding="utf-8")   # not a notebook
-    handed_in(sub / "grace" / "ch4_gelu.ipynb", "ex1",                 # the graded cell deleted
-              edit=lambda nb: nb.cells.remove(graded(nb, "ex1")))
-    handed_in(sub / "heidi" / "ch4_gelu.ipynb", "ex1", solution_code("ex1"),   # its tag renamed
-              edit=lambda nb: graded(nb, "ex1").metadata.update(tags=["graded:ex1-mine"]))
-    handed_in(sub / "heidi" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))  # two notebooks of one exercise
-    handed_in(sub / "heidi" / "ch4_deeper_copy.ipynb", "ex2", solution_code("ex2"))
-    handed_in(sub / "ivan" / "ch4_gelu.ipynb", "ex1", solution_code("ex1"),    # the graded cell twice
-              edit=lambda nb: nb.cells.insert(nb.cells.index(graded(nb, "ex1")),
-                                              nbformat.from_dict({**graded(nb, "ex1"), "id": "ex1-again"})))
+    handed_in(sub / "grace" / "ch4_gelu.ipynb", "ch4_gelu",                 # the graded cell deleted
+              edit=lambda nb: nb.cells.remove(graded(nb, "ch4_gelu")))
+    handed_in(sub / "heidi" / "ch4_gelu.ipynb", "ch4_gelu", solution_code("ch4_gelu"),   # its tag renamed
+              edit=lambda nb: graded(nb, "ch4_gelu").metadata.update(tags=["graded:ch4_gelu-mine"]))
+    handed_in(sub / "heidi" / "ch4_deeper.ipynb", "ch4_deeper", solution_code("ch4_deeper"))  # two notebooks of one exercise
+    handed_in(sub / "heidi" / "ch4_deeper_copy.ipynb", "ch4_deeper", solution_code("ch4_deeper"))
+    handed_in(sub / "ivan" / "ch4_gelu.ipynb", "ch4_gelu", solution_code("ch4_gelu"),    # the graded cell twice
+              edit=lambda nb: nb.cells.insert(nb.cells.index(graded(nb, "ch4_gelu")),
+                                              nbformat.from_dict({**graded(nb, "ch4_gelu"), "id": "ch4_gelu-again"})))
     (sub / "judy").mkdir()
     huge_output(sub / "judy" / "ch4_gelu.ipynb")                        # 100 MB of output
-    handed_in(sub / "mallory" / "ch4_gelu.ipynb", "ex1", solution_code("ex1"))
-    handed_in(sub / "mallory" / "ch4_deeper.ipynb", "ex2", HANG + solution_code("ex2"))
-    handed_in(sub / "oscar" / "ch4_deeper.ipynb", "ex2", EAT_MEMORY + solution_code("ex2"))
-    handed_in(sub / "=1+1" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))   # a formula for a name
-    handed_in(sub / "peggy" / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))  # one student, two sources
-    handed_in(sub / "Peggy_ch4_gelu.ipynb", "ex1", solution_code("ex1"))
-    handed_in(sub / "ch4_deeper.ipynb", "ex2", solution_code("ex2"))           # whose?
+    handed_in(sub / "mallory" / "ch4_gelu.ipynb", "ch4_gelu", solution_code("ch4_gelu"))
+    handed_in(sub / "mallory" / "ch4_deeper.ipynb", "ch4_deeper", HANG + solution_code("ch4_deeper"))
+    handed_in(sub / "oscar" / "ch4_deeper.ipynb", "ch4_deeper", EAT_MEMORY + solution_code("ch4_deeper"))
+    handed_in(sub / "=1+1" / "ch4_deeper.ipynb", "ch4_deeper", solution_code("ch4_deeper"))   # a formula for a name
+    handed_in(sub / "peggy" / "ch4_deeper.ipynb", "ch4_deeper", solution_code("ch4_deeper"))  # one student, two sources
+    handed_in(sub / "Peggy_ch4_gelu.ipynb", "ch4_gelu", solution_code("ch4_gelu"))
+    handed_in(sub / "ch4_deeper.ipynb", "ch4_deeper", solution_code("ch4_deeper"))           # whose?
     return sub
 
 
@@ -128,10 +128,10 @@ EXPECTED = [
      "ch4_gelu.ipynb: cannot read the notebook: it is not a Jupyter notebook of format 4 with a list of cells; "
      f"ch4_deeper: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
     ["grace", "0", "0", "0", "0", "53",
-     f"ch4_gelu: no-graded-cells: no code cell is tagged graded:ex1; ch4_deeper: missing: {MISSING}; "
+     f"ch4_gelu: no-graded-cells: no code cell is tagged graded:ch4_gelu; ch4_deeper: missing: {MISSING}; "
      f"ch5_loss_plotter: missing: {MISSING}"],
     ["heidi", "0", "0", "0", "0", "53",
-     "ch4_gelu: no-graded-cells: no code cell is tagged graded:ex1; ch4_deeper: duplicated: 2 files name this "
+     "ch4_gelu: no-graded-cells: no code cell is tagged graded:ch4_gelu; ch4_deeper: duplicated: 2 files name this "
      f"exercise (ch4_deeper.ipynb, ch4_deeper_copy.ipynb): none is graded; ch5_loss_plotter: missing: {MISSING}"],
     ["ivan", "24", "0", "0", "24", "53", f"ch4_deeper: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
     ["judy", "0", "0", "0", "0", "53",
@@ -160,7 +160,7 @@ def graded_class(tmp_path_factory, hidden):
     root = tmp_path_factory.mktemp("class")
     sub = class_folder(root)
     status = main([str(sub), "--csv", str(root / "grades.csv"), "--feedback", str(root / "feedback"),
-                   "--jobs", "2", "--assignment", "ex1,ex2,ex5", "--timeout", str(CPU_CAP),
+                   "--jobs", "2", "--assignment", "ch4_gelu,ch4_deeper,ch5_loss_plotter", "--timeout", str(CPU_CAP),
                    "--memory-mb", str(MEMORY_MB)])
     (sub / "judy" / "ch4_gelu.ipynb").unlink()                          # 100 MB that pytest would keep
     with open(root / "grades.csv", newline="", encoding="utf-8") as f:
@@ -170,7 +170,7 @@ def graded_class(tmp_path_factory, hidden):
 
 def alone(paths, hidden):
     """Grade one student's notebooks by themselves, as `python -m grader` would."""
-    return grade_submission(paths, assignment=list(NOTEBOOKS), timeout=CPU_CAP, memory_mb=MEMORY_MB,
+    return grade_submission(paths, assignment=list(EXERCISES), timeout=CPU_CAP, memory_mb=MEMORY_MB,
                             hidden=hidden)
 
 
@@ -193,14 +193,14 @@ def test_a_broken_notebook_leaves_the_other_scores_as_when_graded_alone(graded_c
     for student, paths in [("alice", sorted((sub / "alice").glob("*.ipynb"))),
                            ("mallory", [sub / "mallory" / "ch4_gelu.ipynb"])]:    # her other notebook hangs
         scores = {nb.exercise.exercise: nb.exercise.score for nb in alone(paths, hidden).notebooks}
-        assert [str(scores.get(ex, 0)) for ex in NOTEBOOKS] == by_student[student][1:4], student
+        assert [str(scores.get(ex, 0)) for ex in EXERCISES] == by_student[student][1:4], student
 
 
 def test_a_hanging_cell_is_stopped_by_its_time_limit(graded_class):
     _, _, rows, feedback = graded_class
     mallory = next(row for row in rows if row[0] == "mallory")
     assert f"timed out: over the limit of {CPU_CAP} s of CPU time" in mallory[-1]
-    assert "ch4_deeper.ipynb\n  ex2 Deeper: 0/12  [timeout]" in (feedback / "mallory.txt").read_text()
+    assert "ch4_deeper.ipynb\n  4.2 ch4_deeper Deeper: 0/12  [timeout]" in (feedback / "mallory.txt").read_text()
 
 
 def test_feedback_files_hold_each_test_message_and_no_expected_value(graded_class, carol):
@@ -239,7 +239,7 @@ def test_hostile_names_are_escaped_sanitised_and_clashes_refused(tmp_path, hidde
         assert len(safe.encode()) <= 200, name
     sub = tmp_path / "submissions"
     for name in ("ann b", "ann_b", "x\ny", "x\\..\\up", ".hidden"):
-        handed_in(sub / name / "ch4_gelu.ipynb", "ex1")
+        handed_in(sub / name / "ch4_gelu.ipynb", "ch4_gelu")
     students = {s.name: s for s in find_students(sub, hidden)}
     assert students["ann b"].problem and students["ann_b"].problem and "ann b/, ann_b/" in students["ann b"].problem
     assert not students["x\ny"].problem and not students["x\\..\\up"].problem and ".hidden" not in students
@@ -252,17 +252,17 @@ def test_hostile_names_are_escaped_sanitised_and_clashes_refused(tmp_path, hidde
 def test_a_crashed_grader_is_its_students_row_and_a_broken_sandbox_writes_nothing(tmp_path, monkeypatch, capsys):
     sub = tmp_path / "submissions"
     for student in ("ann", "bo"):
-        handed_in(sub / student / "ch4_gelu.ipynb", "ex1")
+        handed_in(sub / student / "ch4_gelu.ipynb", "ch4_gelu")
     grades = tmp_path / "grades.csv"
     grades.write_text("the last complete gradebook\n")
     monkeypatch.setattr(classroom, "check_bwrap", lambda: None)
     runs = {"ann": (-9, "", "Killed"), "bo": (2, "", "grader: nothing graded: the sandbox did not start")}
     monkeypatch.setattr(classroom.subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
         command, *runs[Path(command[-1]).parent.name]))
-    assert main([str(sub), "--csv", str(grades), "--assignment", "ex1"]) == 2
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu"]) == 2
     assert grades.read_text() == "the last complete gradebook\n" and "did not start" in capsys.readouterr().err
     runs["bo"] = runs["ann"]
-    assert main([str(sub), "--csv", str(grades), "--assignment", "ex1", "--jobs", "2"]) == 1
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu", "--jobs", "2"]) == 1
     assert grades.read_text().splitlines()[1:] == ["ann,0,0,24,grading failed (exit -9): Killed",
                                                     "bo,0,0,24,grading failed (exit -9): Killed"]
 

@@ -33,7 +33,7 @@ from grader.spec import Config, Model, Rng, Verdict, close, equal, filtered, fre
 ROOT = Path(__file__).resolve().parent.parent
 # Every exercise the grader knows, from its hidden tests: a new exercise is covered by every test
 # below (solution, stub, wrong answers, tampering, lib's answer blocked) without being listed here.
-NOTEBOOKS = {ex: module.EXERCISE.notebook for ex, module in load_hidden_tests(DEFAULT_TESTS).items()}
+EXERCISES = list(load_hidden_tests(DEFAULT_TESTS))
 TAMPER_CPU_CAP = 3
 
 
@@ -70,7 +70,7 @@ def graded_cell(path, exercise):
 def notebook_with(exercise, code, path):
     """The student's notebook for `exercise` with its graded cell replaced by `code` (name the
     file after the exercise's notebook, since that is how the grader knows the exercise)."""
-    nb = nbformat.read(ROOT / "exercises" / f"{NOTEBOOKS[exercise]}.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / "exercises" / f"{exercise}.ipynb", as_version=4)
     for cell in nb.cells:
         if f"graded:{exercise}" in cell.metadata.get("tags", []):
             cell.source = code
@@ -95,15 +95,15 @@ def report(ex):
 
 # ---- the two ends: solutions and untouched exercises ----------------------------------------------------
 def test_every_solution_scores_full_marks(hidden):
-    results = grade_many([ROOT / "solutions" / f"{n}.ipynb" for n in NOTEBOOKS.values()], hidden)
-    for exercise, result in zip(NOTEBOOKS, results):
+    results = grade_many([ROOT / "solutions" / f"{n}.ipynb" for n in EXERCISES], hidden)
+    for exercise, result in zip(EXERCISES, results):
         ex = only_exercise(result)
         assert ex.exercise == exercise
         assert ex.status == "graded" and ex.score == ex.max_score > 0, report(ex)
 
 
 def test_every_untouched_exercise_scores_zero(hidden):
-    results = grade_many([ROOT / "exercises" / f"{n}.ipynb" for n in NOTEBOOKS.values()], hidden)
+    results = grade_many([ROOT / "exercises" / f"{n}.ipynb" for n in EXERCISES], hidden)
     for result in results:
         ex = only_exercise(result)
         assert ex.status == "graded" and ex.score == 0 and ex.max_score > 0, report(ex)
@@ -116,13 +116,13 @@ def wrong_results(hidden, tmp_path_factory):
     folder = tmp_path_factory.mktemp("wrong")
     paths = []
     for w in wrong.WRONG:
-        solution = graded_cell(ROOT / "solutions" / f"{NOTEBOOKS[w.exercise]}.ipynb", w.exercise)
-        paths.append(notebook_with(w.exercise, wrong.apply(solution, w), folder / f"{NOTEBOOKS[w.exercise]}_{w.name}.ipynb"))
+        solution = graded_cell(ROOT / "solutions" / f"{w.exercise}.ipynb", w.exercise)
+        paths.append(notebook_with(w.exercise, wrong.apply(solution, w), folder / f"{w.exercise}_{w.name}.ipynb"))
     return dict(zip([(w.exercise, w.name) for w in wrong.WRONG], grade_many(paths, hidden)))
 
 
 def test_at_least_three_wrong_fixtures_per_exercise():
-    for exercise in NOTEBOOKS:
+    for exercise in EXERCISES:
         assert sum(w.exercise == exercise for w in wrong.WRONG) >= 3, exercise
 
 
@@ -130,8 +130,8 @@ def test_every_exercise_blocks_lib_and_is_tried_with_lib_answer(hidden):
     """No exercise can forget to block lib's answer: each blocks at least one lib name and has a
     case that hands in lib's answer (graded below: it must score nothing in the sandbox, and points
     outside it, which shows that the blocked names are the ones that answer it)."""
-    assert set(NOTEBOOKS) == set(tamper.IMPORT_REFERENCE) == set(trivial.TRIVIAL), \
-        (sorted(NOTEBOOKS), sorted(tamper.IMPORT_REFERENCE), sorted(trivial.TRIVIAL))
+    assert set(EXERCISES) == set(tamper.IMPORT_REFERENCE) == set(trivial.TRIVIAL), \
+        (sorted(EXERCISES), sorted(tamper.IMPORT_REFERENCE), sorted(trivial.TRIVIAL))
     for exercise, module in hidden.items():
         assert module.EXERCISE.blocked, f"{exercise} blocks no lib name"
 
@@ -145,23 +145,23 @@ def test_wrong_answer_loses_points(w, wrong_results):
 
 # ---- tampering ----------------------------------------------------------------------------------------
 def tamper_code(t, exercise, hidden):
-    stub = graded_cell(ROOT / "exercises" / f"{NOTEBOOKS[exercise]}.ipynb", exercise)
-    solution = graded_cell(ROOT / "solutions" / f"{NOTEBOOKS[exercise]}.ipynb", exercise)
+    stub = graded_cell(ROOT / "exercises" / f"{exercise}.ipynb", exercise)
+    solution = graded_cell(ROOT / "solutions" / f"{exercise}.ipynb", exercise)
     return t.template.format(stub=stub, solution=solution, repo=str(ROOT), exercise=exercise,
                              hidden=hidden[exercise].__file__,
-                             notebook=str(ROOT / "solutions" / f"{NOTEBOOKS[exercise]}.ipynb"))
+                             notebook=str(ROOT / "solutions" / f"{exercise}.ipynb"))
 
 
-TAMPER_CASES = [(t, ex) for t in tamper.GENERIC for ex in NOTEBOOKS]
+TAMPER_CASES = [(t, ex) for t in tamper.GENERIC for ex in EXERCISES]
 REFERENCE_CASES = list(tamper.IMPORT_REFERENCE)
 
 
 @pytest.fixture(scope="module")
 def tamper_results(hidden, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tamper")
-    paths = [notebook_with(ex, tamper_code(t, ex, hidden), folder / f"{NOTEBOOKS[ex]}_{t.name}.ipynb")
+    paths = [notebook_with(ex, tamper_code(t, ex, hidden), folder / f"{ex}_{t.name}.ipynb")
              for t, ex in TAMPER_CASES]
-    paths += [notebook_with(ex, tamper.IMPORT_REFERENCE[ex], folder / f"{NOTEBOOKS[ex]}_import_reference.ipynb")
+    paths += [notebook_with(ex, tamper.IMPORT_REFERENCE[ex], folder / f"{ex}_import_reference.ipynb")
               for ex in REFERENCE_CASES]
     results = grade_many(paths, hidden, timeout=TAMPER_CPU_CAP)
     keys = [(t.name, ex) for t, ex in TAMPER_CASES] + [("import_reference", ex) for ex in REFERENCE_CASES]
@@ -235,7 +235,7 @@ def _build(value):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")     # references fed bad arguments divide by 0
 @pytest.mark.parametrize("name", [t.name for t in tamper.GENERIC if t.works_outside] + ["import_reference"])
 def test_tampering_fixtures_would_work_without_the_sandbox(name, hidden):
-    for exercise in NOTEBOOKS:
+    for exercise in EXERCISES:
         if name == "import_reference":
             code = tamper.IMPORT_REFERENCE[exercise]
         else:
@@ -286,7 +286,7 @@ def probe_exercise(tmp_path, code, args, check=None, **exercise):
     tests_dir.mkdir()
     (tests_dir / "probe.py").write_text(
         "from grader.spec import Exercise, Test\n"
-        f"EXERCISE = Exercise(id='probe', title='probe', functions=('probe',), **{exercise!r})\n"
+        f"EXERCISE = Exercise(notebook='probe', title='probe', functions=('probe',), **{exercise!r})\n"
         "SEEN = []\n"
         "def tests():\n"
         "    return [Test('probe', 'probe', ARGS, lambda v: (SEEN.append(v) or True, ''))]\n")
@@ -444,15 +444,15 @@ def test_filter_numbers_match_the_kernel_headers():
 def test_memory_limit_and_crash_leave_other_exercises_graded(tmp_path, hidden):
     nb = nbformat.read(ROOT / "exercises" / "ch4_gelu.ipynb", as_version=4)
     bomb = nbformat.v4.new_code_cell("import numpy as np\nhog = np.ones(10**9)  # 8 GB, over the 1 GB limit\n")
-    bomb.metadata.tags = ["graded:ex1"]
+    bomb.metadata.tags = ["graded:ch4_gelu"]
     nb.cells.append(bomb)
     nbformat.write(nb, tmp_path / "ch4_gelu.ipynb")
     shutil.copy(ROOT / "solutions" / "ch4_deeper.ipynb", tmp_path / "ch4_deeper.ipynb")
     result = grade_submission([tmp_path / "ch4_gelu.ipynb", tmp_path / "ch4_deeper.ipynb"], hidden=hidden, memory_mb=1024)
-    ex1, ex2 = (only_exercise(nb) for nb in result.notebooks)
-    assert ex1.score == 0 and ex1.status == "load-error", report(ex1)
-    assert "MemoryError" in ex1.message
-    assert ex2.score == ex2.max_score and result.score == ex2.max_score, report(ex2)
+    gelu, deeper = (only_exercise(nb) for nb in result.notebooks)
+    assert gelu.score == 0 and gelu.status == "load-error", report(gelu)
+    assert "MemoryError" in gelu.message
+    assert deeper.score == deeper.max_score and result.score == deeper.max_score, report(deeper)
 
 
 def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
@@ -460,7 +460,7 @@ def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
     for cell in nb.cells:
         cell.metadata.pop("tags", None)
     nbformat.write(nb, tmp_path / "untagged.ipynb")
-    ex = only_exercise(grade_notebook(tmp_path / "untagged.ipynb", "ex1", hidden=hidden))
+    ex = only_exercise(grade_notebook(tmp_path / "untagged.ipynb", "ch4_gelu", hidden=hidden))
     assert ex.status == "no-graded-cells" and ex.score == 0 and ex.max_score > 0
 
 
@@ -484,8 +484,8 @@ def test_command_line_json_and_exit_codes(tmp_path, hidden):
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     scores = [nb["exercise"]["score"] for nb in out["notebooks"]]
-    most = max_score(hidden["ex2"])
-    assert scores == [most, 0] and out["score"] == most and out["max_score"] == most + max_score(hidden["ex1"])
+    most = max_score(hidden["ch4_deeper"])
+    assert scores == [most, 0] and out["score"] == most and out["max_score"] == most + max_score(hidden["ch4_gelu"])
     text = subprocess.run([sys.executable, "-m", "grader", "exercises/ch4_deeper.ipynb"], cwd=ROOT,
                           capture_output=True, text=True)
     assert text.returncode == 0 and "FAIL" in text.stdout and "total: 0/" in text.stdout
@@ -531,15 +531,15 @@ def test_references_agree_with_lib(hidden):
     from lib.sampling import filtered_probs
 
     x = np.linspace(-8, 8, 1001)
-    ref = hidden["ex1"].REFERENCE
+    ref = hidden["ch4_gelu"].REFERENCE
     assert np.allclose(ref["gelu_tanh"](x), gelu(x), rtol=1e-12, atol=1e-15)
     assert np.allclose(ref["gelu_exact"](x), gelu_exact(x), rtol=1e-12, atol=1e-15)
-    for config in hidden["ex2"].CONFIGS.values():
-        assert hidden["ex2"].count_params(config) == param_counts(config)["total"]
-    assert hidden["ex2"].count_params(GPTConfig.gpt2()) == 124_439_808
+    for config in hidden["ch4_deeper"].CONFIGS.values():
+        assert hidden["ch4_deeper"].count_params(config) == param_counts(config)["total"]
+    assert hidden["ch4_deeper"].count_params(GPTConfig.gpt2()) == 124_439_808
     z = np.random.default_rng(0).normal(0, 2, (5, 40))
     for settings in (dict(temperature=0.7, top_k=5), dict(temperature=1.2, top_p=0.8), dict(top_k=3, top_p=0.5)):
-        assert np.allclose(hidden["ex4"].probabilities(z, **settings), filtered_probs(z, **settings), atol=1e-12)
+        assert np.allclose(hidden["ch6_top_k_top_p"].probabilities(z, **settings), filtered_probs(z, **settings), atol=1e-12)
 
 
 def test_finetune_reference_agrees_with_lib(hidden):
@@ -553,8 +553,8 @@ def test_finetune_reference_agrees_with_lib(hidden):
     model.zero_grad()
     head.zero_grad()
     losses = finetune_loss(model, head, x, labels, 0.5)
-    logits, states = model.forward(x, return_hidden=True)
-    want = hidden["ex10"].REFERENCE["finetune_loss"](states, logits, x, labels, head.weight, head.bias, 0.5)
+    logits, states, _ = model.forward_outputs(x)
+    want = hidden["ch7_finetune_loss"].REFERENCE["finetune_loss"](states, logits, x, labels, head.weight, head.bias, 0.5)
     assert np.allclose([want["loss"], want["cls_loss"], want["lm_loss"]], losses, rtol=1e-12)
     assert np.allclose(want["dweight"], head.grads["weight"], rtol=1e-10, atol=1e-14)
     assert np.allclose(want["dbias"], head.grads["bias"], rtol=1e-10, atol=1e-14)
@@ -570,7 +570,7 @@ def test_bpe_reference_agrees_with_lib(hidden):
 
     from lib import tokenizer as tk
 
-    module = hidden["ex6"]
+    module = hidden["ch1_bpe"]
     for _, text, n, _ in module.CASES:
         merges, ids = module.train_bpe(text, n)
         chunks = regex.findall(tk.GPT2_SPLIT_PATTERN, text)
@@ -591,16 +591,16 @@ def test_backward_reference_agrees_with_lib(hidden):
     _, cache = ln.forward(rng.normal(2, 3, (2, 5, 8)))
     dy = rng.standard_normal((2, 5, 8))
     ln.zero_grad()
-    dx, dweight, dbias = hidden["ex8"].layernorm_backward(dy, cache, ln.weight)
+    dx, dweight, dbias = hidden["ch4_backward"].layernorm_backward(dy, cache, ln.weight)
     assert np.allclose(dx, ln.backward(dy, cache), rtol=1e-12, atol=1e-14)
     assert np.allclose([dweight, dbias], [ln.grads["weight"], ln.grads["bias"]], rtol=1e-12, atol=1e-14)
-    for config in hidden["ex8"].CONFIGS.values():
+    for config in hidden["ch4_backward"].CONFIGS.values():
         block = GPT(GPTConfig(**config), seed=1, dtype=np.float64).h[0]
         x = rng.standard_normal((2, 5, config["n_embd"]))
         _, cache = block.forward(x)
         block.zero_grad()
         want = block.backward(x, cache), dict(block.named_grads())
-        got = hidden["ex8"].expected_block(config, 1, 0, x, x)
+        got = hidden["ch4_backward"].expected_block(config, 1, 0, x, x)
         assert np.allclose(got[0], want[0], rtol=1e-12, atol=1e-14)
         assert all(np.allclose(got[1][n], g, rtol=1e-12, atol=1e-14) for n, g in want[1].items())
 
@@ -608,7 +608,7 @@ def test_backward_reference_agrees_with_lib(hidden):
 def test_rope_and_rmsnorm_references_agree_with_lib(hidden):
     from lib.numpy_twin.model import RMSNorm, apply_rope, apply_rope_backward, rope_cos_sin
 
-    ref = hidden["ex11"].REFERENCE
+    ref = hidden["ch8_rope"].REFERENCE
     rng = np.random.default_rng(0)
     x, dy = rng.standard_normal((2, 3, 4, 16)), rng.standard_normal((2, 3, 4, 16))
     for start in (0, 37):
@@ -632,13 +632,13 @@ def test_attention_reference_agrees_with_lib(hidden):
     from lib.config import GPTConfig
     from lib.numpy_twin import CausalSelfAttention
 
-    for _, args, _, _ in hidden["ex7"].CASES:
+    for _, args, _, _ in hidden["ch3_attention"].CASES:
         x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head = (
             a.astype(np.float64) if isinstance(a, np.ndarray) else a for a in args)
         layer = CausalSelfAttention(GPTConfig.small(n_embd=x.shape[-1], n_head=n_head))
         layer.c_attn.weight, layer.c_attn.bias = c_attn_weight.T.copy(), c_attn_bias   # lib stores (out, in)
         layer.c_proj.weight, layer.c_proj.bias = c_proj_weight.T.copy(), c_proj_bias
-        want = hidden["ex7"].REFERENCE["causal_self_attention"](*args)
+        want = hidden["ch3_attention"].REFERENCE["causal_self_attention"](*args)
         np.testing.assert_allclose(want, layer.forward(x)[0], rtol=1e-10, atol=1e-10)
 
 
@@ -647,7 +647,7 @@ def test_optimizer_reference_agrees_with_lib(hidden):
     from lib.numpy_twin.train import AdamW, cross_entropy
     from lib.train import lr_at
 
-    ref = hidden["ex9"].REFERENCE
+    ref = hidden["ch5_optimizer"].REFERENCE
     rng = np.random.default_rng(0)
     for scale in (3.0, 1e4):
         z, y = scale * rng.standard_normal((2, 3, 7)), rng.integers(0, 7, (2, 3))
@@ -661,7 +661,7 @@ def test_optimizer_reference_agrees_with_lib(hidden):
         optimizer.exp_avg, optimizer.exp_avg_sq, optimizer.steps = exp_avg, exp_avg_sq, step - 1
         optimizer.step(grads)
 
-    for test in hidden["ex9"].tests():
+    for test in hidden["ch5_optimizer"].tests():
         if test.driver == "adamw":
             params, targets, scales, lrs = test.args
             args = ({n: p.copy() for n, p in params.items()}, targets, scales, lrs)
@@ -718,8 +718,8 @@ except OSError:
 
 
 def test_forged_answers_in_the_sandbox_neither_crash_nor_score(tmp_path, hidden):
-    solution = graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ex2")
-    path = notebook_with("ex2", FORGERY + solution, tmp_path / "ch4_deeper.ipynb")
+    solution = graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ch4_deeper")
+    path = notebook_with("ch4_deeper", FORGERY + solution, tmp_path / "ch4_deeper.ipynb")
     ex = only_exercise(grade_notebook(path, hidden=hidden))
     assert ex.status == "graded" and ex.score == ex.max_score, report(ex)
 
@@ -727,7 +727,7 @@ def test_forged_answers_in_the_sandbox_neither_crash_nor_score(tmp_path, hidden)
 def test_answers_beyond_the_limit_stop_the_sandbox(tmp_path, hidden, monkeypatch):
     monkeypatch.setattr(sandbox, "MAX_ANSWER_BYTES", 1 << 20)
     flood = "import os\nos.write(int(os.environ['GRADE_ANSWERS_FD']), b'x' * (4 << 20))\n"
-    path = notebook_with("ex2", flood + graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ex2"),
+    path = notebook_with("ch4_deeper", flood + graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ch4_deeper"),
                          tmp_path / "ch4_deeper.ipynb")
     ex = only_exercise(grade_notebook(path, hidden=hidden))
     assert ex.score == 0 and ex.status == "crashed" and "exceeded 1 MiB" in ex.message, report(ex)
@@ -737,7 +737,7 @@ def test_answers_beyond_the_limit_stop_the_sandbox(tmp_path, hidden, monkeypatch
 def _malformed(folder: Path) -> dict:
     """{name: path} of notebooks no student should hand in, each named for exercise 4.1."""
     solution = json.loads((ROOT / "solutions" / "ch4_gelu.ipynb").read_text())
-    graded = next(i for i, c in enumerate(solution["cells"]) if "graded:ex1" in c["metadata"].get("tags", []))
+    graded = next(i for i, c in enumerate(solution["cells"]) if "graded:ch4_gelu" in c["metadata"].get("tags", []))
 
     def variant(name, change):
         nb = json.loads(json.dumps(solution))
@@ -747,13 +747,13 @@ def _malformed(folder: Path) -> dict:
         return path
     paths = {
         "number_tag": variant("number_tag", lambda nb, c: c["metadata"].update(tags=[5, None, {"a": 1}])),
-        "tags_text": variant("tags_text", lambda nb, c: c["metadata"].update(tags="graded:ex1")),
-        "exercise_list": variant("exercise_list", lambda nb, c: nb["metadata"].update(grading={"exercise": ["ex1"]})),
+        "tags_text": variant("tags_text", lambda nb, c: c["metadata"].update(tags="graded:ch4_gelu")),
+        "exercise_list": variant("exercise_list", lambda nb, c: nb["metadata"].update(grading={"exercise": ["ch4_gelu"]})),
         "no_cell_type": variant("no_cell_type", lambda nb, c: c.pop("cell_type")),
         "cell_not_dict": variant("cell_not_dict", lambda nb, c: nb["cells"].insert(0, 7)),
         "source_number": variant("source_number", lambda nb, c: c.update(source=12)),
         "surrogate_code": variant("surrogate_code", lambda nb, c: c.update(source="x = '\ud800'\n")),
-        "surrogate_tag": variant("surrogate_tag", lambda nb, c: c["metadata"].update(tags=["graded:ex1\ud800"])),
+        "surrogate_tag": variant("surrogate_tag", lambda nb, c: c["metadata"].update(tags=["graded:ch4_gelu\ud800"])),
     }
     (folder / "ch4_gelu_not_json.ipynb").write_text("[" * 100_000)
     (folder / "ch4_gelu_folder.ipynb").mkdir()
@@ -769,7 +769,7 @@ def test_malformed_notebooks_are_their_own_errors(tmp_path, hidden, monkeypatch)
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))        # where the grader's folders would stay
     paths = _malformed(tmp_path)
-    results = {name: grade_notebook(path, "ex1", hidden=hidden) for name, path in paths.items()}
+    results = {name: grade_notebook(path, "ch4_gelu", hidden=hidden) for name, path in paths.items()}
     for name in ("surrogate_code", "source_number", "not_json", "folder", "fifo", "link"):
         assert results[name].error and results[name].exercise is None, (name, results[name])
     assert "root:" not in results["link"].error                 # nothing of the linked file shows
@@ -786,21 +786,21 @@ def test_the_assignment_decides_the_exercise_and_the_maximum(tmp_path, hidden):
     nb = nbformat.read(ROOT / "solutions" / "ch4_gelu.ipynb", as_version=4)
     nb.metadata.pop("grading", None)
     for cell in nb.cells:
-        if "graded:ex1" in cell.metadata.get("tags", []):
-            cell.metadata.tags = ["graded:ex1\u200b"]              # an invisible character
+        if "graded:ch4_gelu" in cell.metadata.get("tags", []):
+            cell.metadata.tags = ["graded:ch4_gelu\u200b"]              # an invisible character
     nbformat.write(nb, tmp_path / "ch4_gelu.ipynb")
     retagged = grade_submission([tmp_path / "ch4_gelu.ipynb"], hidden=hidden)
-    assert retagged.score == 0 and retagged.max_score == max_score(hidden["ex1"]), retagged
+    assert retagged.score == 0 and retagged.max_score == max_score(hidden["ch4_gelu"]), retagged
     copies = []
     for name in "abcde":
         copies.append(tmp_path / f"ch4_gelu_{name}.ipynb")
         shutil.copy(ROOT / "solutions" / "ch4_gelu.ipynb", copies[-1])
     five = grade_submission(copies, hidden=hidden)
-    assert five.score == 0 and five.max_score == max_score(hidden["ex1"]), five
+    assert five.score == 0 and five.max_score == max_score(hidden["ch4_gelu"]), five
     assert all(nb.exercise.status == "duplicated" for nb in five.notebooks), five
-    missing = grade_submission([tmp_path / "ch4_gelu.ipynb"], assignment=["ex1", "ex2"], hidden=hidden)
-    assert [ex.exercise for ex in missing.missing] == ["ex2"] and missing.missing[0].status == "missing"
-    assert missing.max_score == max_score(hidden["ex1"]) + max_score(hidden["ex2"]), missing
+    missing = grade_submission([tmp_path / "ch4_gelu.ipynb"], assignment=["ch4_gelu", "ch4_deeper"], hidden=hidden)
+    assert [ex.exercise for ex in missing.missing] == ["ch4_deeper"] and missing.missing[0].status == "missing"
+    assert missing.max_score == max_score(hidden["ch4_gelu"]) + max_score(hidden["ch4_deeper"]), missing
     shutil.copy(ROOT / "solutions" / "ch4_gelu.ipynb", tmp_path / "homework.ipynb")
     unnamed = grade_submission([tmp_path / "homework.ipynb"], hidden=hidden)
     assert unnamed.notebooks[0].error and unnamed.score == unnamed.max_score == 0, unnamed
@@ -814,16 +814,16 @@ def test_student_messages_hold_no_expected_values(hidden):
              (equal(None), 5, ["None"]),
              (filtered(np.array([1.0, -np.inf, -np.inf, -np.inf])), np.array([1.0, 2.0, 3.0, -np.inf]), ["expected 1"]),
              (frequencies(np.array([[0.25, 0.75]] * 400)), np.zeros(400, np.int64), ["100.0"]),
-             (hidden["ex5"].as_phases((101, 601)), (5, 7), ["101", "601"])]
+             (hidden["ch5_loss_plotter"].as_phases((101, 601)), (5, 7), ["101", "601"])]
     for check, got, secrets in cases:
         verdict = Verdict(*check(got))
         assert not verdict.passed, verdict
         assert secrets[0] in verdict.detail, (secrets, verdict)   # the instructor's report has it
         assert not any(secret in verdict.message for secret in secrets), (secrets, verdict)
-    counts = [hidden["ex2"].count_params(config) for config in hidden["ex2"].CONFIGS.values()]
-    for t in hidden["ex2"].tests():                            # test names describe inputs, not answers
+    counts = [hidden["ch4_deeper"].count_params(config) for config in hidden["ch4_deeper"].CONFIGS.values()]
+    for t in hidden["ch4_deeper"].tests():                            # test names describe inputs, not answers
         assert not any(str(n) in t.name.replace(",", "") for n in counts if n >= 10_000), t.name
-    for t in hidden["ex5"].tests():
+    for t in hidden["ch5_loss_plotter"].tests():
         assert "->" not in t.name, t.name
 
 
@@ -839,7 +839,7 @@ def test_trivial_answers_score_at_most_a_tenth(hidden):
 
 def test_trivial_answer_and_forged_report_lines_in_the_sandbox(tmp_path, hidden):
     nasty = ("\ndef gelu_exact(x):\n    raise ValueError('no\\n    PASS forged (99 pt): ok\\x1b[2J\\u202e')\n")
-    path = notebook_with("ex1", trivial.TRIVIAL["ex1"]["relu"] + nasty, tmp_path / "ch4_gelu.ipynb")
+    path = notebook_with("ch4_gelu", trivial.TRIVIAL["ch4_gelu"]["relu"] + nasty, tmp_path / "ch4_gelu.ipynb")
     submission = grade_submission([path], hidden=hidden)
     ex = only_exercise(submission.notebooks[0])
     assert ex.status == "graded" and ex.score == 0, report(ex)
@@ -855,10 +855,10 @@ def test_sleeping_cells_start_one_sandbox_and_say_wall_clock(tmp_path, hidden, m
     monkeypatch.setattr(sandbox, "run", lambda *a, **k: runs.append(k) or real_run(*a, **k))
     nb = nbformat.read(ROOT / "exercises" / "ch6_kv_cache.ipynb", as_version=4)
     for cell in nb.cells:
-        if "graded:ex3" in cell.metadata.get("tags", []):
+        if "graded:ch6_kv_cache" in cell.metadata.get("tags", []):
             cell.source = "import time\ntime.sleep(1000)\n" + cell.source
             nb.cells.insert(nb.cells.index(cell), nbformat.v4.new_code_cell("import time\ntime.sleep(1000)\n",
-                                                                            metadata={"tags": ["graded:ex3"]}))
+                                                                            metadata={"tags": ["graded:ch6_kv_cache"]}))
             break
     nbformat.write(nb, tmp_path / "ch6_kv_cache.ipynb")
     ex = only_exercise(grade_notebook(tmp_path / "ch6_kv_cache.ipynb", hidden=hidden, timeout=1))

@@ -63,9 +63,9 @@ def statements(source: str) -> set[str]:
 
 
 # ---- what each exercise's answer is --------------------------------------------------------------
-def graded_source(notebook: Path, exercise_id: str) -> str:
+def graded_source(notebook: Path, exercise: str) -> str:
     nb = nbformat.read(notebook, as_version=4)
-    return "\n".join(c.source for c in nb.cells if f"graded:{exercise_id}" in c.metadata.get("tags", []))
+    return "\n".join(c.source for c in nb.cells if f"graded:{exercise}" in c.metadata.get("tags", []))
 
 
 def _definitions(module) -> list[str]:
@@ -102,8 +102,8 @@ def shared_statements(sources) -> set[str]:
 
 def answer_statements(exercise) -> set[str]:
     """The statements that give away `exercise` (a grader.spec.Exercise)."""
-    answer = graded_source(ROOT / "solutions" / f"{exercise.notebook}.ipynb", exercise.id)
-    stub = graded_source(ROOT / "exercises" / f"{exercise.notebook}.ipynb", exercise.id)
+    answer = graded_source(ROOT / "solutions" / f"{exercise.notebook}.ipynb", exercise.notebook)
+    stub = graded_source(ROOT / "exercises" / f"{exercise.notebook}.ipynb", exercise.notebook)
     lib_sources = blocked_sources(exercise.blocked)
     wanted = statements(answer).union(*map(statements, lib_sources))
     return wanted - statements(stub) - shared_statements(lib_sources)

@@ -1,7 +1,6 @@
 """Exercise 1.1: train byte-level BPE: GPT-2's pre-split, the merge loop and the course's tie rule."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "1.1", "ex6"
 
 STUB = '''
 import regex
@@ -79,7 +78,7 @@ CELLS = [
     how byte-pair encoding learns its vocabulary and used lib's trainer; here you write the trainer
     yourself: GPT-2's pre-split, the merge loop and the course's rule for ties.
 
-    **What is graded.** The cell tagged `graded:ex6` (JupyterLab shows a cell's tags in its property
+    **What is graded.** The cell tagged `graded:ch1_bpe` (JupyterLab shows a cell's tags in its property
     inspector; Colab keeps them without showing them). A grader runs that cell alone, in a sandbox,
     and calls `train_bpe` on hidden texts; nothing else in this notebook is graded. Write your answer
     in that cell and keep the cell. The checks below it are a first test you can run yourself.

@@ -1,7 +1,6 @@
 """Exercise 3.1: causal multi-head self-attention, forward, from GPT-2's fused q/k/v weight (numpy)."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "3.1", "ex7"
 
 STUB = '''
 import math
@@ -76,7 +75,7 @@ CELLS = [
     projection makes q, k and v for all heads, the heads attend separately, their outputs are put
     side by side again and projected once more.
 
-    **What is graded.** The cell tagged `graded:ex7` (JupyterLab shows a cell's tags in its property
+    **What is graded.** The cell tagged `graded:ch3_attention` (JupyterLab shows a cell's tags in its property
     inspector; Colab keeps them without showing them). A grader runs that cell alone, in a sandbox,
     and calls your function with hidden inputs; nothing else in this notebook is graded. Write your
     answer in that cell and keep the cell. The checks below it are a first test you can run yourself.

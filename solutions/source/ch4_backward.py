@@ -1,7 +1,6 @@
 """Exercise 4.3: backward through LayerNorm and through a pre-norm residual block."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "4.3", "ex8"
 
 STUB = '''
 import numpy as np
@@ -74,7 +73,7 @@ CELLS = [
     and the residual block's, which wires LayerNorm, attention and the MLP together. Attention's and
     the MLP's backward passes are lib's, and you call them.
 
-    **What is graded.** The cell tagged `graded:ex8`, with `layernorm_backward` and
+    **What is graded.** The cell tagged `graded:ch4_backward`, with `layernorm_backward` and
     `block_backward` (JupyterLab shows a cell's tags in its property inspector; Colab keeps them
     without showing them). A grader runs that cell alone, in a sandbox, and calls your functions on
     hidden shapes and values in float64, comparing with its own gradients; nothing else in this

@@ -1,7 +1,6 @@
 """Exercise 4.2: count a GPT's parameters by formula, then compare doubling depth with doubling width."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "4.2", "ex2"
 
 STUB = '''
 def count_params(config):
@@ -35,7 +34,7 @@ CELLS = [
     GPT-2 Medium) or twice as wide. You compare them in parameters and in measured time per
     training step.
 
-    **What is graded.** The cell tagged `graded:ex2` (the one defining `count_params`). A grader
+    **What is graded.** The cell tagged `graded:ch4_deeper` (the one defining `count_params`). A grader
     runs that cell alone, in a sandbox, and calls `count_params` on hidden configurations; nothing
     else in this notebook is graded. Write your answer in that cell and keep the cell.
     """),

@@ -1,7 +1,6 @@
 """Exercise 4.1: GELU, exact and tanh forms, their derivatives, and a training run with each."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "4.1", "ex1"
 
 STUB = '''
 import math
@@ -87,7 +86,7 @@ CELLS = [
     each. Then you put your GELU into the numpy twin's MLP, where your derivative drives the
     backward pass, and train the same small model once with ReLU and once with your GELU.
 
-    **What is graded.** The cell tagged `graded:ex1`, the one with the four functions (JupyterLab
+    **What is graded.** The cell tagged `graded:ch4_gelu`, the one with the four functions (JupyterLab
     shows a cell's tags in its property inspector; Colab keeps them without showing them). A grader
     runs that cell alone, in a sandbox, and calls your functions with hidden tests; nothing else in
     this notebook is graded. Write your answer in that cell and keep the cell. The checks below it

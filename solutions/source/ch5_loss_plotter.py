@@ -1,7 +1,6 @@
 """Exercise 5.2: a loss plotter that smooths the curve and finds its three phases, defined exactly."""
 from build_notebooks import code, graded, md, setup, task, uses
 
-NUMBER, EXERCISE = "5.2", "ex5"
 
 STUB = '''
 import numpy as np
@@ -115,7 +114,7 @@ CELLS = [
     smoothed loss, and write a function that finds the three phases, with the boundaries defined
     exactly below so that any two correct programs find the same steps.
 
-    **What is graded.** The cell tagged `graded:ex5` (`smooth`, `drop_rate`, `find_phases`). A grader
+    **What is graded.** The cell tagged `graded:ch5_loss_plotter` (`smooth`, `drop_rate`, `find_phases`). A grader
     runs that cell alone, in a sandbox, on hidden synthetic curves whose boundaries are known. The
     plotting function is yours to write but not graded. Keep your answers in the graded cell.
     """),

@@ -1,7 +1,6 @@
 """Exercise 5.1: cross-entropy from logits, the warmup-cosine schedule and an AdamW step."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "5.1", "ex9"
 
 STUB = '''
 import math
@@ -95,7 +94,7 @@ CELLS = [
     cross-entropy loss with its gradient, the learning-rate schedule (linear warmup, then cosine
     decay), and one step of AdamW. Then your pieces train a small model, step for step like lib's.
 
-    **What is graded.** The cell tagged `graded:ex9`, with `cross_entropy`, `lr_at` and `adamw_step`
+    **What is graded.** The cell tagged `graded:ch5_optimizer`, with `cross_entropy`, `lr_at` and `adamw_step`
     (JupyterLab shows a cell's tags in its property inspector; Colab keeps them without showing
     them). A grader runs that cell alone, in a sandbox, and calls your functions on hidden inputs:
     logits up to $10^4$, schedules of many shapes, and AdamW runs of 100 steps compared with a

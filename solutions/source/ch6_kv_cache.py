@@ -1,7 +1,6 @@
 """Exercise 6.1: add a KV cache to a cache-less greedy generator; same tokens, fewer computations."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "6.1", "ex3"
 
 STUB = '''
 import numpy as np
@@ -81,7 +80,7 @@ CELLS = [
     this exercise you write the cache and the generator that uses it, show that it produces the same
     tokens, and measure the speed-up over 200 new tokens.
 
-    **What is graded.** The cell tagged `graded:ex3` (the class `KVCache` and the function
+    **What is graded.** The cell tagged `graded:ch6_kv_cache` (the class `KVCache` and the function
     `generate_cached`). A grader runs that cell alone, in a sandbox, with hidden tests: the cache on
     its own, the tokens against the cache-less generator's, and the time for 800 tokens. Write your
     answer in that cell and keep the cell.

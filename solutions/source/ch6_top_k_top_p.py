@@ -1,7 +1,6 @@
 """Exercise 6.2: top-k and top-p filters, a sampler built on them, and samples from a trained model."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "6.2", "ex4"
 
 STUB = '''
 import numpy as np
@@ -93,7 +92,7 @@ CELLS = [
     many where it is not. You write both, a sampler that uses them, and compare samples of a trained
     model at temperature 0.8 with top-k 50 and with top-p 0.95.
 
-    **What is graded.** The cell tagged `graded:ex4` (`top_k_filter`, `top_p_filter`, `sample`). A
+    **What is graded.** The cell tagged `graded:ch6_top_k_top_p` (`top_k_filter`, `top_p_filter`, `sample`). A
     grader runs that cell alone, in a sandbox, with hidden tests: exact filter results, edge cases,
     and the frequencies of many samples. Write your answer in that cell and keep the cell.
     """),

@@ -1,7 +1,6 @@
 """Exercise 7.1: the fine-tuning loss L3 = L2 + lambda * L1 and its gradients."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "7.1", "ex10"
 
 STUB = '''
 import numpy as np
@@ -78,7 +77,7 @@ CELLS = [
     sequences. Here you write that loss and its gradients: everything the model's backward pass
     needs to fine-tune it.
 
-    **What is graded.** The cell tagged `graded:ex10`. A grader runs that cell alone, in a sandbox,
+    **What is graded.** The cell tagged `graded:ch7_finetune_loss`. A grader runs that cell alone, in a sandbox,
     and calls `finetune_loss` with hidden tests; nothing else in this notebook is graded. The checks
     below it are a first test you can run yourself.
     """),
@@ -178,7 +177,7 @@ CELLS = [
     want = {**dict(model.named_grads()), "head.weight": head.grads["weight"].copy(), "head.bias": head.grads["bias"].copy()}
 
     model.zero_grad()
-    logits, hidden = model.forward(x, return_hidden=True)        # (B, T, V), (B, T, C)
+    logits, hidden, _ = model.forward_outputs(x)                 # (B, T, V), (B, T, C)
     out = finetune_loss(hidden, logits, x, labels, head.weight, head.bias, 0.5)
     model.backward(out["dlogits"], dhidden=out["dhidden"])
     got = {**dict(model.named_grads()), "head.weight": out["dweight"], "head.bias": out["dbias"]}

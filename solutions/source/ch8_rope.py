@@ -1,7 +1,6 @@
 """Exercise 8.1: RoPE's rotation and its backward pass, RMSNorm and its backward pass."""
 from build_notebooks import code, graded, md, setup, uses
 
-NUMBER, EXERCISE = "8.1", "ex11"
 
 STUB = '''
 import numpy as np
@@ -81,7 +80,7 @@ CELLS = [
     LayerNorm without the mean and the bias. Here you write both, with their backward passes, and
     put yours into a numpy-twin model.
 
-    **What is graded.** The cell tagged `graded:ex11`. A grader runs that cell alone, in a sandbox,
+    **What is graded.** The cell tagged `graded:ch8_rope`. A grader runs that cell alone, in a sandbox,
     and calls your five functions with hidden tests; nothing else in this notebook is graded. The
     checks below it are a first test you can run yourself.
     """),

@@ -20,7 +20,7 @@ from lib.config import GPTConfig
 from lib.numpy_twin import GPT
 
 EXERCISE = Exercise(
-    id="ex8", title="Backward through a block", notebook="ch4_backward",
+    notebook="ch4_backward", title="Backward through a block",
     functions=("layernorm_backward", "block_backward"),
     blocked=("lib.numpy_twin.model:LayerNorm.backward", "lib.numpy_twin.model:RMSNorm.backward",
              "lib.numpy_twin.model:Block.backward", "lib.numpy_twin.model:GPT.backward"),

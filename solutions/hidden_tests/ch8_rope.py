@@ -21,7 +21,7 @@ import numpy as np
 from grader.spec import Exercise, Test, Verdict, close
 
 EXERCISE = Exercise(
-    id="ex11", title="RoPE and RMSNorm", notebook="ch8_rope",
+    notebook="ch8_rope", title="RoPE and RMSNorm",
     functions=("rope_cos_sin", "apply_rope", "apply_rope_backward", "rmsnorm", "rmsnorm_backward"),
     blocked=("lib.numpy_twin.model:rope_cos_sin", "lib.numpy_twin.model:apply_rope",
              "lib.numpy_twin.model:apply_rope_backward", "lib.numpy_twin.model:RMSNorm.forward",

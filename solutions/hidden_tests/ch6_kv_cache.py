@@ -24,7 +24,7 @@ from grader.spec import Config, Exercise, Model, Test, equal
 from lib.numpy_twin import GPT
 
 EXERCISE = Exercise(
-    id="ex3", title="KV cache", notebook="ch6_kv_cache",
+    notebook="ch6_kv_cache", title="KV cache",
     functions=("KVCache", "generate_cached"),
     blocked=("lib.numpy_twin.model:KVCache", "lib.numpy_twin.model:GPT.generate",
              "lib.numpy_twin.model:GPT.stream", "lib.numpy_twin.generate:*",

@@ -23,7 +23,7 @@ from grader.runner import drive_adamw
 from grader.spec import Exercise, Test, close
 
 EXERCISE = Exercise(
-    id="ex9", title="The loss and the optimizer", notebook="ch5_optimizer",
+    notebook="ch5_optimizer", title="The loss and the optimizer",
     functions=("cross_entropy", "lr_at", "adamw_step"),
     blocked=("lib.numpy_twin.train:cross_entropy", "lib.numpy_twin.train:log_softmax",
              "lib.numpy_twin.train:AdamW", "lib.train:lr_at",

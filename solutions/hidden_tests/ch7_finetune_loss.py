@@ -15,7 +15,7 @@ import numpy as np
 from grader.spec import Exercise, Test, Verdict, close
 
 EXERCISE = Exercise(
-    id="ex10", title="The fine-tuning loss", notebook="ch7_finetune_loss",
+    notebook="ch7_finetune_loss", title="The fine-tuning loss",
     functions=("finetune_loss",),
     blocked=("lib.numpy_twin.finetune:ClassifierHead.forward", "lib.numpy_twin.finetune:ClassifierHead.backward",
              "lib.numpy_twin.finetune:finetune_loss", "lib.torch_twin.finetune:ClassifierHead.forward",

@@ -19,7 +19,7 @@ import numpy as np
 from grader.spec import DEFAULT_MASKED, Exercise, Test, close
 
 EXERCISE = Exercise(
-    id="ex7", title="Causal self-attention", notebook="ch3_attention",
+    notebook="ch3_attention", title="Causal self-attention",
     functions=("causal_self_attention",),
     blocked=("lib.numpy_twin.model:softmax", "lib.numpy_twin.model:CausalSelfAttention.forward",
              "lib.numpy_twin.train:log_softmax", "lib.sampling:_softmax",

@@ -13,7 +13,7 @@ from lib.config import GPTConfig, param_shapes
 from grader.spec import Config, Exercise, Test, integer
 
 EXERCISE = Exercise(
-    id="ex2", title="Deeper", notebook="ch4_deeper",
+    notebook="ch4_deeper", title="Deeper",
     functions=("count_params",),
     blocked=("lib.config:param_counts", "lib.config:param_shapes", "lib.numpy_twin.model:GPT.num_params",
              "lib.torch_twin.model:GPT.num_params"),

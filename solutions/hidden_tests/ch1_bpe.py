@@ -17,7 +17,7 @@ from grader.spec import Exercise, Test, Verdict
 from lib.tokenizer import GPT2_SPLIT_PATTERN                 # the pre-split is given, not graded
 
 EXERCISE = Exercise(
-    id="ex6", title="BPE training", notebook="ch1_bpe",
+    notebook="ch1_bpe", title="BPE training",
     functions=("train_bpe",),
     blocked=("lib.tokenizer:merge_pair", "lib.tokenizer:bpe", "lib.tokenizer:pair_counts",
              "lib.tokenizer:train_naive", "lib.tokenizer:train_fast", "lib.tokenizer:merges_from_ranks",

@@ -23,7 +23,7 @@ import numpy as np
 
 from grader.spec import Exercise, Test, Verdict, close
 
-EXERCISE = Exercise(id="ex5", title="Loss plotter", notebook="ch5_loss_plotter",
+EXERCISE = Exercise(notebook="ch5_loss_plotter", title="Loss plotter",
                     functions=("smooth", "drop_rate", "find_phases"), blocked=("lib.plotting:*",))
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from grader.spec import Exercise, Rng, Test, equal, filtered, frequencies
 
 EXERCISE = Exercise(
-    id="ex4", title="Top-k and top-p", notebook="ch6_top_k_top_p",
+    notebook="ch6_top_k_top_p", title="Top-k and top-p",
     functions=("top_k_filter", "top_p_filter", "sample"),
     blocked=("lib.sampling:*", "lib.numpy_twin.generate:*", "lib.torch_twin.generate:*", "lib.torch_twin.sampling:*",
              "lib.numpy_twin.model:GPT.generate", "lib.numpy_twin.model:GPT.stream",

@@ -21,7 +21,7 @@ import numpy as np
 from grader.spec import Exercise, Test, close
 
 EXERCISE = Exercise(
-    id="ex1", title="GELU", notebook="ch4_gelu",
+    notebook="ch4_gelu", title="GELU",
     functions=("gelu_exact", "gelu_exact_grad", "gelu_tanh", "gelu_tanh_grad"),
     blocked=("lib.numpy_twin.model:gelu", "lib.numpy_twin.model:gelu_backward",
              "lib.numpy_twin.model:gelu_exact", "lib.numpy_twin.model:gelu_exact_backward",
