@@ -11,6 +11,11 @@ CELLS, a list built with the helpers below:
 - uses(src): code that calls the student's functions. In the student's notebook it is tagged
   `raises-exception`, since the stubs raise NotImplementedError there (Jupyter Book and nbval
   then accept the error); in the solution it must run cleanly.
+- check(src): a visible check, a `uses` cell that tests one thing; tests/test_visible_checks.py
+  runs the wrong answers of fixtures/wrong.py through them (each check must catch one of them,
+  each of them must be caught);
+- collapsed(src): code the book shows collapsed, closed until clicked (tagged `hide-cell`): lib's
+  version of an answer, after the checks.
 Both notebooks are written without outputs. This file and the sources live in solutions/, which
 students never receive.
 """
@@ -33,7 +38,7 @@ SETUP = setup_source()                 # the chapters' setup cell, from _config.
 
 @dataclass
 class Cell:
-    kind: str            # md | code | graded | task | uses
+    kind: str            # md | code | graded | task | uses | check | collapsed
     student: str
     solution: str
 
@@ -62,6 +67,14 @@ def uses(src):
     return Cell("uses", _clean(src), _clean(src))
 
 
+def check(src):
+    return Cell("check", _clean(src), _clean(src))
+
+
+def collapsed(src):
+    return Cell("collapsed", _clean(src), _clean(src))
+
+
 def setup():
     return Cell("code", SETUP, SETUP)
 
@@ -80,8 +93,10 @@ def notebook(cells, exercise, solution):
         tags = []
         if cell.kind == "graded":
             tags.append(f"graded:{exercise}")
-        if cell.kind == "uses" and not solution:
+        if cell.kind in ("uses", "check") and not solution:
             tags.append("raises-exception")
+        if cell.kind == "collapsed":
+            tags.append("hide-cell")
         if tags:
             new.metadata.tags = tags
         nb.cells.append(new)

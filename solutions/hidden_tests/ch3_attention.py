@@ -86,4 +86,6 @@ def tests():
                     (x, wa, ba, wp, bp, 4), expect_error="ValueError", edge=True))
     out.append(Test("c_attn_weight of shape (3C, C): ValueError", "causal_self_attention",
                     (x, wa.T.copy(), ba, wp, bp, 3), expect_error="ValueError", edge=True))
+    out.append(Test("c_proj_bias of shape (1,): ValueError", "causal_self_attention",
+                    (x, wa, ba, wp, bp[:1], 3), expect_error="ValueError", edge=True))
     return out

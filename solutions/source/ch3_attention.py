@@ -1,5 +1,5 @@
 """Exercise 3.1: causal multi-head self-attention, forward, from GPT-2's fused q/k/v weight (numpy)."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, collapsed, graded, md, setup
 
 
 STUB = '''
@@ -79,6 +79,9 @@ CELLS = [
     inspector; Colab keeps them without showing them). A grader runs that cell alone, in a sandbox,
     and calls your function with hidden inputs; nothing else in this notebook is graded. Write your
     answer in that cell and keep the cell. The checks below it are a first test you can run yourself.
+    Some hidden tests are *edge tests* (bad arguments that must raise, a single position, which an
+    answer without attention also gets right): they count only once every other test passes, so
+    that an answer that does almost nothing cannot collect points.
     """),
     setup(),
     md(r"""
@@ -117,15 +120,15 @@ CELLS = [
     md(r"""
     ## Checks you can run
 
-    The reference for the checks is lib's `CausalSelfAttention` (numpy twin), loaded with the same
-    weights; its `Linear` layers store `(out, in)`, so they get the transposes. Then: the first
-    position sees only itself, a change at the last position changes nothing before it, scores
-    large enough to overflow a naive softmax, and bad arguments.
+    One cell per property, the targeted ones first: the mask, then the layer against lib's
+    `CausalSelfAttention` (numpy twin) with one head and with several, scores large enough to
+    overflow a naive softmax, the dtype, and bad arguments. lib's `Linear` layers store
+    `(out, in)`, so lib's layer gets the transposes of the weights.
     """),
     code('''
     import numpy as np
 
-    from lib.checks import expect_close, expect_shape
+    from lib.checks import CheckFailed, expect_close, expect_raises, expect_shape
     from lib.config import GPTConfig
     from lib.numpy_twin import CausalSelfAttention
 
@@ -140,63 +143,77 @@ CELLS = [
         """lib's layer with these weights: (B, T, C) -> (B, T, C)."""
         c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias = weights
         layer = CausalSelfAttention(GPTConfig.small(n_embd=x.shape[-1], n_head=n_head))
-        layer.c_attn.weight, layer.c_attn.bias = c_attn_weight.T.copy(), c_attn_bias.copy()   # (3C, C), (3C,)
-        layer.c_proj.weight, layer.c_proj.bias = c_proj_weight.T.copy(), c_proj_bias.copy()   # (C, C), (C,)
+        layer.c_attn.weight, layer.c_attn.bias = c_attn_weight.T.copy(), c_attn_bias.copy()
+        layer.c_proj.weight, layer.c_proj.bias = c_proj_weight.T.copy(), c_proj_bias.copy()
         return layer.forward(x)[0]
 
 
     rng = np.random.default_rng(31)
     '''),
-    uses('''
-    for (B, T, C, H) in [(2, 6, 32, 4), (1, 1, 16, 4), (3, 5, 8, 1), (1, 9, 48, 12)]:
+    check('''
+    # the mask: changing position j must change nothing at positions before j
+    x = rng.normal(0, 1, (1, 6, 16))                                 # (B, T, C)
+    weights = random_weights(16, 0.5, np.float64, rng)
+    y = causal_self_attention(x, *weights, 2)
+    for j in range(1, 6):
+        later = x.copy()
+        later[:, j] += 1.0
+        moved = np.abs(causal_self_attention(later, *weights, 2) - y)[0, :j].max(axis=-1)   # (j,)
+        if (moved > 1e-12).any():
+            raise CheckFailed(f"position {int(np.argmax(moved > 1e-12))} changes when position {j} "
+                              "does: the causal mask is missing or misplaced, or a reshape mixes positions")
+    print("ok: no position sees a later one")
+    '''),
+    check('''
+    for (B, T, C) in [(2, 6, 8), (1, 1, 16)]:
         x = rng.normal(0, 1, (B, T, C))                              # (B, T, C) float64
         weights = random_weights(C, 0.5, np.float64, rng)
-        got = causal_self_attention(x, *weights, H)
-        expect_close(f"B={B} T={T} C={C} H={H}, float64, against lib", got, lib_attention(x, weights, H),
-                     rtol=1e-10, atol=1e-12)
-
-    x = rng.normal(0, 1, (2, 7, 24)).astype(np.float32)             # (B, T, C) float32
-    weights = random_weights(24, 0.5, np.float32, rng)
-    got = causal_self_attention(x, *weights, 3)
-    expect_shape("float32 in, float32 out", got, (2, 7, 24), np.float32)
-    expect_close("float32, against lib", got, lib_attention(x, weights, 3), rtol=1e-4, atol=1e-5)
-
-    later = x.copy()
-    later[:, -1] += 1.0                                              # change only the last position
-    expect_close("causal: positions before the last do not see it", causal_self_attention(later, *weights, 3)[:, :-1],
-                 got[:, :-1], rtol=1e-6, atol=1e-6)
-
+        expect_close(f"one head, B={B} T={T} C={C}, against lib", causal_self_attention(x, *weights, 1),
+                     lib_attention(x, weights, 1), rtol=1e-10, atol=1e-12, axes="btc")
+    '''),
+    check('''
+    for (B, T, C, H) in [(2, 6, 32, 4), (1, 9, 48, 12)]:
+        x = rng.normal(0, 1, (B, T, C))                              # (B, T, C) float64
+        weights = random_weights(C, 0.5, np.float64, rng)
+        expect_close(f"{H} heads, B={B} T={T} C={C}, against lib", causal_self_attention(x, *weights, H),
+                     lib_attention(x, weights, H), rtol=1e-10, atol=1e-12, axes="btc")
+    '''),
+    check('''
     # scores in the hundreds (float32) and thousands (float64): exp overflows, a stable softmax does not
     for dtype, scale in ((np.float32, 8.0), (np.float64, 30.0)):
         x = rng.normal(0, 1, (2, 5, 16)).astype(dtype)               # (B, T, C)
         weights = random_weights(16, scale, dtype, rng)
         want = lib_attention(x.astype(np.float64), [w.astype(np.float64) for w in weights], 2).astype(dtype)
         tol = dict(rtol=1e-3, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-8, atol=1e-10)
-        expect_close(f"large scores, {np.dtype(dtype).name}", causal_self_attention(x, *weights, 2), want, **tol)
-
-    for what, args in (("n_head = 5 does not divide C = 16", (x, *weights, 5)),
-                       ("c_attn_weight of shape (C, C)", (x, weights[0][:, :16], *weights[1:], 2))):
-        try:
-            causal_self_attention(*args)
-            raise AssertionError(f"{what}: expected a ValueError")
-        except ValueError as e:
-            print(f"ok: {what} raises ValueError: {e}")
+        expect_close(f"large scores, {np.dtype(dtype).name}", causal_self_attention(x, *weights, 2), want,
+                     axes="btc", **tol)
+    '''),
+    check('''
+    x = rng.normal(0, 1, (2, 7, 24)).astype(np.float32)             # (B, T, C) float32
+    weights = random_weights(24, 0.5, np.float32, rng)
+    got = causal_self_attention(x, *weights, 3)
+    expect_shape("float32 in, float32 out", got, (2, 7, 24), np.float32)
+    expect_close("float32, against lib", got, lib_attention(x, weights, 3), rtol=1e-4, atol=1e-5, axes="btc")
+    '''),
+    check('''
+    expect_raises("n_head = 5 does not divide C = 24", ValueError, causal_self_attention, x, *weights, 5)
+    expect_raises("c_proj_bias of shape (1,)", ValueError, causal_self_attention, x, *weights[:3],
+                  weights[3][:1], 3)
     '''),
     md("""
     ## Compare with lib
 
     lib's numpy layer does the same in one reshape and one transpose for q, k and v together,
-    `(B, T, 3C) -> (B, T, 3H, D) -> (B, 3H, T, D)`, and also serves grouped key/value heads, RoPE
-    and the KV cache of chapter 6; the torch twin calls `F.scaled_dot_product_attention`, which
-    computes the same without storing the `(T, T)` weights.
+    `(B, T, 3C) -> (B, T, 3H, D) -> (B, 3H, T, D)`; the torch twin calls
+    `F.scaled_dot_product_attention`, which computes the same without storing the `(T, T)` weights.
+    Open the cell below once your checks pass: it shows lib's stable softmax (the full layer also
+    serves the KV cache of chapter 6 and the modern block of chapter 8, which come later).
     """),
-    code('''
+    collapsed('''
     import lib.numpy_twin as nt
-    import lib.torch_twin as tt
-    from lib.display import show, side_by_side
+    from lib.display import show
 
     show(nt.softmax)
-    side_by_side(nt.CausalSelfAttention.forward, tt.CausalSelfAttention.forward)
     '''),
     md("""
     ## Going further

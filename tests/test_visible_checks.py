@@ -1,0 +1,92 @@
+"""Every exercise's wrong answers run through that exercise's visible checks (its notebook's
+`check` cells, which a student runs): each check catches at least one wrong answer of
+solutions/fixtures/wrong.py, each wrong answer is caught by some check (not only by the hidden
+tests), and the solution passes every check.
+
+The cells run here as the notebook runs them, in order, in one namespace per answer; the graded
+cell is the solution's with the fixture's edits made. Cells after the last check (comparisons
+with lib, timings, plots) do not run.
+"""
+import contextlib
+import importlib.util
+import io
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MPLBACKEND", "Agg")                 # plots draw nowhere
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "solutions"))
+import build_notebooks  # noqa: E402  (solutions/ is a folder of scripts, not a package)
+
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location(path.stem + "_visible_fixtures", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+wrong = _load(ROOT / "solutions" / "fixtures" / "wrong.py")
+
+SOURCES = {p.stem: p for p in sorted((ROOT / "solutions" / "source").glob("ch[0-9]*_*.py"))}
+
+
+def _first_line(exc) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
+
+
+def run_checks(cells, graded_code) -> dict[int, str | None]:
+    """{index of each check cell: None if it passed, else its error's first line}."""
+    last = max(i for i, c in enumerate(cells) if c.kind == "check")
+    namespace = {"__name__": "__main__"}
+    results = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, cell in enumerate(cells[:last + 1]):
+            if cell.kind == "md" or cell.solution == build_notebooks.SETUP:
+                continue
+            code = graded_code if cell.kind == "graded" else cell.solution
+            try:
+                exec(compile(code, f"<cell {i}>", "exec"), namespace)
+            except Exception as exc:                       # noqa: BLE001 (recorded: the check failed)
+                if cell.kind == "check":
+                    results[i] = _first_line(exc)
+                elif cell.kind == "graded":
+                    raise AssertionError(f"the graded cell does not run: {_first_line(exc)}") from exc
+            else:
+                if cell.kind == "check":
+                    results[i] = None
+    import matplotlib.pyplot as plt
+    plt.close("all")
+    return results
+
+
+def _label(cells, i) -> str:
+    return f"check cell {i} ({cells[i].solution.splitlines()[0][:70]})"
+
+
+@pytest.mark.parametrize("name", [n for n in SOURCES
+                                  if any(c.kind == "check" for c in build_notebooks.load_source(SOURCES[n]).CELLS)])
+def test_each_visible_check_catches_a_wrong_answer_and_each_wrong_answer_is_caught(name):
+    cells = build_notebooks.load_source(SOURCES[name]).CELLS
+    answer = "\n".join(c.solution for c in cells if c.kind == "graded")
+    solution = run_checks(cells, answer)
+    assert all(v is None for v in solution.values()), \
+        "the solution fails: " + "; ".join(f"{_label(cells, i)}: {v}" for i, v in solution.items() if v)
+    fixtures = [w for w in wrong.WRONG if w.exercise == name]
+    assert fixtures, f"{name} has no wrong answers"
+    caught = {w.name: run_checks(cells, wrong.apply(answer, w)) for w in fixtures}
+    for w in fixtures:
+        print(f"{w.name}: " + "; ".join(f"cell {i}: {v}" for i, v in caught[w.name].items() if v))
+    missed = [f"{w.name} ({w.mistake})" for w in fixtures if not any(caught[w.name].values())]
+    assert not missed, "wrong answers no visible check catches: " + ", ".join(missed)
+    idle = [_label(cells, i) for i in solution if not any(caught[w][i] for w in caught)]
+    assert not idle, "visible checks that catch no wrong answer: " + ", ".join(idle)
