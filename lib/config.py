@@ -1,13 +1,14 @@
-"""GPTConfig: the one description of a model's shape, shared by both twins (no framework here).
+"""GPTConfig and TrainConfig: a model's shape and how it trains, shared by both twins (no framework).
 
-Also the parameter count by formula (`param_counts`), the canonical list of every
+`TrainConfig` holds `lib.train.train`'s settings (its fields' help texts are the command line's
+`--help`), with presets beside GPTConfig's: `TrainConfig.small()`, the small preset's recipe, and
+`TrainConfig.gpt2()`, GPT-3's settings for its 125M model. Also the parameter count by formula (`param_counts`), the canonical list of every
 parameter's name and shape (`param_shapes`), which of them AdamW decays (`uses_weight_decay`),
 and the KV-cache size (`kv_cache_bytes`).
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,8 +121,89 @@ class GPTConfig:
             raise ValueError(f"unknown GPTConfig fields {unknown}; known fields are {sorted(known)}")
         return cls(**d)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+
+
+def _setting(default, help, /, *, command_line=True, **argparse_options):
+    """A TrainConfig field: its default, its help text, and what its option of `python -m lib.train`
+    needs beyond them (argparse's type, nargs, choices, ...; its default there if it differs), or
+    command_line=False for a setting with no option."""
+    return dataclasses.field(default=default, metadata={"help": help,
+                                                        "command_line": argparse_options if command_line else None})
+
+
+# The settings each training preset names; the rest are TrainConfig's defaults. lib.pretrained
+# caches a trained model under a digest of such a dict, so changing one trains a new model.
+TRAIN_PRESETS = {
+    # nanoGPT's Shakespeare-on-a-CPU settings (its README) at byte level, with the peak learning rate
+    # doubled: on this corpus 1e-3 ends at validation loss 1.866, 2e-3 at 1.781 (torch twin; lib.bench train)
+    "small": dict(max_iters=2000, batch_size=12, lr=2e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1,
+                  betas=(0.9, 0.99), grad_clip=1.0, eval_interval=250, eval_iters=20, seed=1337),
+    # GPT-2 Small with the settings the GPT-3 paper gives for its 125M model (Brown et al. 2020,
+    # Table 2.1 and Appendix B): 2^19 = 524,288 tokens (0.5M) per optimizer step (16 windows of 1,024
+    # tokens, 32 micro-batches on one process), peak learning rate 6e-4 after a linear warmup over
+    # 375M tokens (715 steps), cosine decay to 10% of the peak, AdamW with betas (0.9, 0.95) and
+    # weight decay 0.1, clipping at 1.0. 19,073 steps are 10B tokens.
+    "gpt2": dict(batch_size=16, grad_accum=32, max_iters=19073, lr=6e-4, min_lr=6e-5, warmup_iters=715,
+                 betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0, eval_interval=250, eval_iters=20),
+}
+_COUNTS = {"max_iters": 0, "batch_size": 1, "block_size": 1, "grad_accum": 1, "warmup_iters": 0,
+           "eval_interval": 1, "eval_iters": 1, "checkpoint_interval": 1, "callback_every": 1}  # name: minimum
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How `lib.train.train` trains; the defaults are the small preset's recipe. Every bad value
+    raises ValueError here, in one line naming it."""
+    max_iters: int = _setting(2000, "optimizer steps (%(default)s)")
+    batch_size: int = _setting(12, "windows per micro-batch per process (%(default)s)")
+    block_size: int | None = _setting(None, "training context (default: the model's n_ctx)", type=int)
+    grad_accum: int = _setting(1, "micro-batches per optimizer step (default: from --tokens-per-step, else 1)",
+                               default=None)
+    lr: float = _setting(2e-3, "peak learning rate (%(default)s)")
+    min_lr: float = _setting(1e-4, "floor of the cosine decay (%(default)s)")
+    warmup_iters: int = _setting(100, "steps of linear warmup (%(default)s)")
+    weight_decay: float = _setting(0.1, "AdamW, 2-D weights only (%(default)s)")
+    betas: tuple[float, float] = _setting((0.9, 0.99), "AdamW's moment decay rates (%(default)s)", type=float,
+                                          nargs=2, metavar=("BETA1", "BETA2"))
+    grad_clip: float = _setting(1.0, "global-norm clipping, 0: off (%(default)s)")
+    eval_interval: int = _setting(250, "steps between validations (%(default)s)")
+    eval_iters: int = _setting(20, "batches per validation (%(default)s)")
+    checkpoint_interval: int | None = _setting(None, "steps between checkpoints in --out (default: "
+                                                     "--eval-interval); one is also written at the end", type=int)
+    seed: int = _setting(1337, "weights, batches, sample (%(default)s)")
+    device: str | None = _setting(None, "torch twin: cpu, cuda, cuda:1 ... (default: cuda if available)", type=str)
+    dtype: str | None = _setting(None, "torch twin on CUDA (default: bfloat16 from compute capability 8.0, float16 "
+                                       "below), or on the CPU under GPT2_COURSE_GPU_ON_CPU=1 (default there: "
+                                       "bfloat16)", choices=("float32", "bfloat16", "float16"))
+    compile: bool = _setting(False, "torch twin: torch.compile the model", action="store_true")
+    callback_every: int = _setting(1, "steps between calls of train's callback", command_line=False)
+
+    def __post_init__(self):
+        for name, minimum in _COUNTS.items():
+            value = getattr(self, name)
+            if value is None and name in ("block_size", "checkpoint_interval"):
+                continue                                     # resolved by train: n_ctx, eval_interval
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"learning rates must satisfy 0 <= min_lr <= lr, got lr={self.lr!r}, min_lr={self.min_lr!r}")
+
+    # ---- presets ---------------------------------------------------------------------
+    @classmethod
+    def small(cls, **overrides) -> "TrainConfig":
+        """The small preset's recipe: 2,000 steps of 12 windows, peak rate 2e-3 (the defaults)."""
+        return cls(**{**TRAIN_PRESETS["small"], **overrides})
+
+    @classmethod
+    def gpt2(cls, **overrides) -> "TrainConfig":
+        """GPT-3's settings for its 125M model: 19,073 steps of 2^19 tokens, peak rate 6e-4."""
+        return cls(**{**TRAIN_PRESETS["gpt2"], **overrides})
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "TrainConfig":
+        if name not in TRAIN_PRESETS:
+            raise ValueError(f"unknown preset {name!r}; expected one of {sorted(TRAIN_PRESETS)}")
+        return cls(**{**TRAIN_PRESETS[name], **overrides})
 
 
 def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:

@@ -43,7 +43,7 @@ TEXT_VOCAB = 256                     # bytes
 N_SPECIAL = 3                        # start, delimiter, classify: ids TEXT_VOCAB, +1, +2
 N_FOLDS = 2                          # splits of the plays: each half is the test set once
 
-# The model pre-trained for each split, and how (lib.train.train's options). Sized so that the
+# The model pre-trained for each split, and how (TrainConfig settings, lib.config). Sized so that the
 # whole experiment (2 pre-trainings, 12 fine-tunings) runs in a few minutes on a 2-core CPU; it
 # is cached after its first run.
 PRETRAIN_CONFIG = GPTConfig(vocab_size=TEXT_VOCAB, n_ctx=128, n_layer=4, n_head=4, n_embd=64)

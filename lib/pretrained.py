@@ -1,7 +1,7 @@
 """Trained models that any chapter can ask for, made on first use and cached on disk.
 
 - `trained_folder(name, config, recipe, train_ids, val_ids)`: the folder of a model trained
-  with `recipe` (`lib.train.train`'s options) on the given token ids, trained on first use and
+  with `recipe` (a dict of `lib.config.TrainConfig` settings) on the given token ids, trained on first use and
   cached as `$GPT2_COURSE_CACHE/<name>-<digest>` (default cache `~/.cache/gpt2-course/`).
   Chapter 7's pre-trained models (`lib.finetune.pretrained_folder`) come from it too.
 - `shakespeare_small(twin)`: the small preset (4 layers, 4 heads, 128 wide, context 64, bytes)
@@ -20,13 +20,10 @@ import json
 from pathlib import Path
 
 from .assets import cache_dir
-from .config import GPTConfig
+from .config import TRAIN_PRESETS, GPTConfig, TrainConfig
 from .twins import default_twin, twin_module
 
-# nanoGPT's Shakespeare-on-a-CPU settings (its README) at byte level, with the peak learning rate
-# doubled: on this corpus 1e-3 ends at validation loss 1.866, 2e-3 at 1.781 (torch twin; lib.bench train)
-RECIPE = dict(max_iters=2000, batch_size=12, lr=2e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1,
-              betas=(0.9, 0.99), grad_clip=1.0, eval_interval=250, eval_iters=20, seed=1337)
+RECIPE = TRAIN_PRESETS["small"]    # the TrainConfig settings it names: TrainConfig.small()
 # Chapter 8's comparison on a CPU: SwiGLU 393 wide gives the modern block 834,176 parameters against
 # the small preset's 834,304; the same steps, batches and schedule as its GPT-2 block.
 MODERN_SMALL = GPTConfig.small(norm="rmsnorm", position="rope", mlp="swiglu", n_kv_head=2, bias=False,
@@ -53,8 +50,8 @@ def trained_folder(name, config, recipe, train_ids, val_ids=None, *, device="cpu
         if progress:
             print(f"Training {name} once ({twin} twin, {recipe['max_iters']} steps); it will be cached in {folder}")
         model = twin_module(twin).GPT(config, seed=recipe["seed"])
-        history = train(model, train_ids, val_ids, device=device if twin == "torch" else None, progress=progress,
-                        **recipe)
+        settings = TrainConfig(**recipe, device=device if twin == "torch" else None)
+        history = train(model, train_ids, val_ids, settings, progress=progress)
         model.save(folder)                                   # atomic: a complete folder or none
         write_history(folder, history)
     return folder

@@ -1,16 +1,18 @@
 """Pretraining, the same loop for both twins (no framework here; torch loads only for its twin).
 
 - `lr_at(step, ...)`: linear warmup, then cosine decay to a floor.
-- `train(model, train_data, val_data, ...)`: the loop. It draws batches, asks the model's twin
+- `train(model, train_data, val_data, config)`: the loop, trained as a `lib.config.TrainConfig`
+  says. It draws batches, asks the model's twin
   (`lib.numpy_twin.train.Trainer` or `lib.torch_twin.train.Trainer`) for each optimizer step,
   validates every `eval_interval` steps, checkpoints (`lib.checkpoint`), resumes, stops on a
   NaN or infinite loss, and returns the loss history (also written to `out/history.json`).
 - `evaluate_loss(model, ids)`: a model's mean cross-entropy over a whole token array (either
   twin, no dropout); `perplexity(model, ids)` is its exponential (each twin's `perplexity(loss)`
   is that exponential alone).
-- `python -m lib.train [options]`: the command line over `train` (`--help` lists the options).
-  `--recipe gpt2` sets every option to train GPT-2 Small as GPT-3's paper trained its 125M
-  model (`RECIPES`), for example on the shards of `python -m lib.shards` (`--data FOLDER`).
+- `python -m lib.train [options]`: the command line over `train`, one option per TrainConfig
+  field (`--help` lists them). `--recipe gpt2` sets every option to train GPT-2 Small as GPT-3's
+  paper trained its 125M model (`RECIPES`), for example on the shards of `python -m lib.shards`
+  (`--data FOLDER`).
 
 Batches: each step draws one global batch of batch_size x grad_accum x world_size windows;
 under torchrun each process takes its own contiguous share, split into grad_accum
@@ -19,7 +21,7 @@ micro-batches. So the trajectory depends on the global batch only, not on how it
 from __future__ import annotations
 
 import argparse
-import inspect
+import dataclasses
 import json
 import math
 import os
@@ -31,24 +33,22 @@ import numpy as np
 
 from . import checkpoint
 from .atomic import write_atomic
+from .config import TrainConfig
 from .twins import TWINS, as_model_ids, default_twin, twin_module, twin_of
 
 HISTORY_FILE = "history.json"
 READ_SECONDS = 1.0  # read queued losses at least this often: the progress bar redraws at most once a second
 
 # Settings of `python -m lib.train --recipe NAME`; options given on the command line win.
-# "gpt2": GPT-2 Small (124M, GPT-2's tokenizer) with the settings the GPT-3 paper gives for its
-# 125M model (Brown et al. 2020, Table 2.1 and Appendix B): 2^19 = 524,288 tokens (0.5M) per
-# optimizer step, peak learning rate 6e-4 after a linear warmup over 375M tokens (715 steps),
-# cosine decay to 10% of the peak, AdamW with betas (0.9, 0.95) and weight decay 0.1, clipping
-# at 1.0. 19,073 steps are 10B tokens. On CUDA the torch twin computes in bfloat16 autocast from
-# compute capability 8.0 (float16 with a gradient scaler below), its attention through
-# scaled_dot_product_attention, which can take a flash-attention kernel there; --compile adds
-# torch.compile, and torchrun starts one process per GPU (DistributedDataParallel).
+# "gpt2": GPT-2 Small (124M, GPT-2's tokenizer) trained as `TrainConfig.gpt2()` says, its 2^19
+# tokens per step spread over the processes (so --grad-accum follows from them). On CUDA the torch
+# twin computes in bfloat16 autocast from compute capability 8.0 (float16 with a gradient scaler
+# below), its attention through scaled_dot_product_attention, which can take a flash-attention
+# kernel there; --compile adds torch.compile, and torchrun starts one process per GPU
+# (DistributedDataParallel).
 RECIPES = {
-    "gpt2": dict(preset="gpt2", tokenizer="gpt2", batch_size=16, tokens_per_step=2**19, max_iters=19073,
-                 lr=6e-4, min_lr=6e-5, warmup_iters=715, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0,
-                 eval_interval=250, eval_iters=20),
+    "gpt2": dict(preset="gpt2", tokenizer="gpt2", tokens_per_step=2**19,
+                 **{k: v for k, v in dataclasses.asdict(TrainConfig.gpt2()).items() if k != "grad_accum"}),
 }
 
 
@@ -90,16 +90,15 @@ def progress_bar(total, desc, **options):
     return tqdm(total=total, desc=desc, unit="step", mininterval=1.0, **options)
 
 
-def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, block_size=None, grad_accum=1,
-          lr=2e-3, min_lr=1e-4, warmup_iters=100, weight_decay=0.1, betas=(0.9, 0.99), grad_clip=1.0,
-          eval_interval=250, eval_iters=20, seed=1337, out=None, resume=False, checkpoint_interval=None,
-          device=None, dtype=None, compile=False, progress=True, callback=None, callback_every=1):
-    """Pretrain `model` (either twin) on next-token prediction and return its loss history.
+def train(model, train_data, val_data=None, config=TrainConfig(), *, out=None, resume=False, callback=None,
+          progress=True):
+    """Pretrain `model` (either twin) on next-token prediction as `config` (a TrainConfig) says,
+    and return its loss history.
 
     train_data, val_data: 1-D token-id arrays (e.g. from `lib.data.load_corpus`). block_size
-    defaults to the model's context. batch_size is per micro-batch and per process. The other
-    defaults are the small preset's recipe (`lib.pretrained.RECIPE`); a GPT-2-sized model wants a
-    lower peak rate (the GPT-3 paper used 6e-4 for its 125M model).
+    defaults to the model's context. batch_size is per micro-batch and per process. The default
+    config is the small preset's recipe; a GPT-2-sized model wants a lower peak rate
+    (`TrainConfig.gpt2()`: GPT-3's paper used 6e-4 for its 125M model).
     Validation: at step 0, every `eval_interval` steps and at the end, the mean loss on the
     same `eval_iters` batches of val_data (and of train_data, as `eval_train_loss`), each of
     batch_size windows per process.
@@ -116,83 +115,167 @@ def train(model, train_data, val_data=None, *, max_iters=2000, batch_size=12, bl
     "grad_norm"; per evaluation "eval_step" (0 = before training), "eval_train_loss",
     "val_loss"; and "tokens_per_step", "train_seconds" (in steps), "seconds" (wall clock).
     """
-    twin = twin_of(model)
-    block_size = model.config.n_ctx if block_size is None else block_size
-    checkpoint_interval = checkpoint_interval or eval_interval
-    world_size = int(os.environ.get("WORLD_SIZE", 1)) if twin == "torch" else 1
-    step_batch = batch_size * grad_accum * world_size        # windows per optimizer step, all processes
-    _check_args(model, train_data, val_data, max_iters=max_iters, batch_size=batch_size, block_size=block_size,
-                grad_accum=grad_accum, warmup_iters=warmup_iters, eval_interval=eval_interval,
-                eval_iters=eval_iters, checkpoint_interval=checkpoint_interval, lr=lr, min_lr=min_lr,
-                callback_every=callback_every, step_batch=step_batch, out=out, resume=resume)
-    from .data import BatchSampler, get_batch
-
-    trainer = twin_module(twin, "train").Trainer(model, lr, betas, weight_decay, grad_clip, device, dtype, compile,
-                                                 seed=seed)
-    main = trainer.rank == 0
-    sampler = BatchSampler(train_data, step_batch, block_size, seed)
-    history, start = new_history(step_batch * block_size), 0
-    last_saved = None
-    if resume:
-        _, state, arrays, meta = checkpoint.load_checkpoint(out)
-        trainer.load_state(state, arrays, meta)
-        sampler.load_state_dict(meta["sampler"])
-        history, start, last_saved = meta["history"], meta["step"], checkpoint.latest_checkpoint(out)
-    elif out is not None and main:
-        checkpoint.clear_checkpoints(out)
-    eval_rng = np.random.default_rng(seed + 1)               # the same evaluation batches every time
-    eval_batch = batch_size * trainer.world_size             # one micro-batch per process
-    evals = {name: [my_micro_batches(*get_batch(data, eval_batch, block_size, eval_rng), trainer.rank, batch_size, 1)[0]
-                    for _ in range(eval_iters)]
-             for name, data in (("train", train_data), ("val", val_data)) if data is not None}
-    bar = progress_bar(max_iters, f"training ({twin})", initial=start, disable=not (progress and main),
-                       dynamic_ncols=True)
-    wall, seconds_before = time.perf_counter(), history["seconds"]
-    pending, read_at = [], time.perf_counter()               # steps whose loss the host has not read yet
+    run = _Run(model, train_data, val_data, config, out, resume, progress)
+    last = config.max_iters
     try:
-        for step in range(start, max_iters + 1):
-            evaluating = step == 0 or step > start and (step % eval_interval == 0 or step == max_iters)
-            saving = (out is not None and main and step > start
-                      and (step % checkpoint_interval == 0 or step == max_iters))
-            calling = step > start and callback is not None and step % callback_every == 0
-            if pending and (evaluating or saving or calling or step == max_iters
-                            or time.perf_counter() - read_at >= READ_SECONDS):
-                tick = time.perf_counter()
-                bad = _record(history, pending, trainer.skips_overflow)
-                if bad:
-                    raise _stopped(*bad, out if main else None, history, last_saved)
-                history["train_seconds"] += time.perf_counter() - tick  # the wait for the queued steps
-                history["seconds"] = seconds_before + time.perf_counter() - wall
-                bar.set_postfix(loss=f"{history['train_loss'][-1]:.4f}", lr=f"{history['lr'][-1]:.2e}",
-                                refresh=False)
-                pending, read_at = [], time.perf_counter()
+        for step in range(run.start, last + 1):
+            later = step > run.start                         # a resumed run's first step was done before
+            evaluating = step == 0 or later and (step % config.eval_interval == 0 or step == last)
+            saving = run.saves and later and (step % run.checkpoint_interval == 0 or step == last)
+            calling = later and callback is not None and step % config.callback_every == 0
+            if evaluating or saving or calling or step == last or run.losses.due():
+                run.read_losses()
             if evaluating:
-                _evaluate(trainer, evals, step, history, bar if progress and main else None)
+                run.evaluate(step)
             if saving:
-                arrays, meta = trainer.state()
-                meta.update(twin=twin, sampler=sampler.state_dict(), history=history)
-                last_saved = checkpoint.save_checkpoint(out, step, model.config, trainer.model_state(), arrays, meta)
-                write_history(out, history)
+                run.save(step)
             if calling:
-                callback(step, history)
-            if step == max_iters:
+                callback(step, run.history)
+            if step == last:
                 break
-            tick = time.perf_counter()
-            micro = my_micro_batches(*sampler.next(), trainer.rank, batch_size, grad_accum)
-            lr_now = lr_at(step, lr, min_lr, warmup_iters, max_iters)
-            try:
-                loss, norm = trainer.step(micro, lr_now)
-            except FloatingPointError as e:
-                _record(history, pending, trainer.skips_overflow)  # the steps before it
-                raise _stopped(step + 1, e, out if main else None, history, last_saved) from None
-            pending.append((step + 1, loss, lr_now, norm))
-            history["train_seconds"] += time.perf_counter() - tick
-            history["seconds"] = seconds_before + time.perf_counter() - wall
-            bar.update(1)
+            run.step(step)
     finally:
-        bar.close()
-        trainer.close()
-    return history
+        run.close()
+    return run.history
+
+
+class QueuedLosses:
+    """The steps whose loss and gradient norm the host has not read yet. The torch twin leaves
+    each step's on the device (a GPU would idle while the host reads a number every step); `read`
+    moves all of them into the history in one transfer, when the loop reports, and at least every
+    READ_SECONDS. skips_overflow: the trainer skipped each step whose gradient overflowed
+    (float16's GradScaler), so a non-finite norm is recorded as it is, and only a non-finite loss
+    is wrong."""
+
+    def __init__(self, history, skips_overflow):
+        self.history, self.skips_overflow = history, skips_overflow
+        self.steps, self.read_at = [], time.perf_counter()
+
+    def add(self, step, loss, lr, norm):
+        self.steps.append((step, loss, lr, norm))
+
+    def due(self):
+        """Whether READ_SECONDS have passed since the last read (the progress bar's redraws)."""
+        return time.perf_counter() - self.read_at >= READ_SECONDS
+
+    def read(self):
+        """Append the queued steps to the history and empty the queue. Returns None, or (step,
+        what is wrong) for the first non-finite step, recording only the steps before it."""
+        steps, self.steps, self.read_at = self.steps, [], time.perf_counter()
+        values = [v for _, loss, _, norm in steps for v in (loss, norm)]
+        if values and hasattr(values[0], "detach"):          # 0-d tensors; float64 holds float32 exactly
+            import torch
+            values = torch.stack([v.double() for v in values]).tolist()
+        for (step, _, lr, _), loss, norm in zip(steps, values[::2], values[1::2]):
+            if not math.isfinite(loss):
+                return step, f"the loss is {loss}"
+            if not math.isfinite(norm) and not self.skips_overflow:
+                return step, f"the gradient norm is {norm}"
+            for key, value in (("step", step), ("train_loss", loss), ("lr", lr), ("grad_norm", norm)):
+                self.history[key].append(value)
+        return None
+
+
+class _Run:
+    """One call of `train`: the twin's trainer, the batch stream, the fixed evaluation batches,
+    the history, the queued losses and the progress bar, with the loop's four actions: read the
+    queued losses, evaluate, save a checkpoint, take a step."""
+
+    def __init__(self, model, train_data, val_data, config, out, resume, progress):
+        from .data import BatchSampler, get_batch
+
+        self.twin, self.model, self.config, self.out = twin_of(model), model, config, out
+        c = self.config = dataclasses.replace(config, block_size=config.block_size or model.config.n_ctx)
+        self.checkpoint_interval = c.checkpoint_interval or c.eval_interval
+        world_size = int(os.environ.get("WORLD_SIZE", 1)) if self.twin == "torch" else 1
+        step_batch = c.batch_size * c.grad_accum * world_size   # windows per optimizer step, all processes
+        _check_run(model, train_data, val_data, c, step_batch, out, resume)
+        self.trainer = twin_module(self.twin, "train").Trainer(model, c.lr, c.betas, c.weight_decay, c.grad_clip,
+                                                               c.device, c.dtype, c.compile, seed=c.seed)
+        main = self.trainer.rank == 0
+        self.saves = out is not None and main
+        self.sampler = BatchSampler(train_data, step_batch, c.block_size, c.seed)
+        self.history, self.start, self.last_saved = new_history(step_batch * c.block_size), 0, None
+        if resume:
+            _, state, arrays, meta = checkpoint.load_checkpoint(out)
+            self.trainer.load_state(state, arrays, meta)
+            self.sampler.load_state_dict(meta["sampler"])
+            self.history, self.start, self.last_saved = meta["history"], meta["step"], checkpoint.latest_checkpoint(out)
+        elif self.saves:
+            checkpoint.clear_checkpoints(out)
+        eval_rng = np.random.default_rng(c.seed + 1)         # the same evaluation batches every time
+        eval_batch = c.batch_size * self.trainer.world_size  # one micro-batch per process
+        rank = self.trainer.rank
+        self.evals = {name: [my_micro_batches(*get_batch(data, eval_batch, c.block_size, eval_rng), rank,
+                                              c.batch_size, 1)[0] for _ in range(c.eval_iters)]
+                      for name, data in (("train", train_data), ("val", val_data)) if data is not None}
+        self.reports = progress and main
+        self.bar = progress_bar(c.max_iters, f"training ({self.twin})", initial=self.start,
+                                disable=not self.reports, dynamic_ncols=True)
+        self.losses = QueuedLosses(self.history, self.trainer.skips_overflow)
+        self.wall, self.seconds_before = time.perf_counter(), self.history["seconds"]
+
+    def _clock(self, tick):
+        """Count the time since `tick` as training time, and the wall clock since the start."""
+        self.history["train_seconds"] += time.perf_counter() - tick
+        self.history["seconds"] = self.seconds_before + time.perf_counter() - self.wall
+
+    def read_losses(self):
+        """Record the queued steps (a GPU's wait counts as training time); stop at a non-finite one."""
+        if not self.losses.steps:
+            return
+        tick = time.perf_counter()
+        bad = self.losses.read()
+        if bad:
+            raise self._stopped(*bad)
+        self._clock(tick)
+        self.bar.set_postfix(loss=f"{self.history['train_loss'][-1]:.4f}", lr=f"{self.history['lr'][-1]:.2e}",
+                             refresh=False)
+
+    def evaluate(self, step):
+        """Mean loss on the fixed evaluation batches of each split, appended to the history."""
+        if "val" not in self.evals:
+            return
+        h = self.history
+        h["eval_step"].append(step)
+        h["eval_train_loss"].append(self.trainer.evaluate(self.evals["train"]))
+        h["val_loss"].append(self.trainer.evaluate(self.evals["val"]))
+        if self.reports:
+            self.bar.write(f"step {step}: train loss {h['eval_train_loss'][-1]:.4f}, val loss {h['val_loss'][-1]:.4f}")
+
+    def save(self, step):
+        """A checkpoint of the state after `step`, and the history beside it."""
+        arrays, meta = self.trainer.state()
+        meta.update(twin=self.twin, sampler=self.sampler.state_dict(), history=self.history)
+        self.last_saved = checkpoint.save_checkpoint(self.out, step, self.model.config, self.trainer.model_state(),
+                                                     arrays, meta)
+        write_history(self.out, self.history)
+
+    def step(self, step):
+        """Optimizer step `step` + 1 on the next batch, at the schedule's rate; queues its losses."""
+        c, tick = self.config, time.perf_counter()
+        micro = my_micro_batches(*self.sampler.next(), self.trainer.rank, c.batch_size, c.grad_accum)
+        lr_now = lr_at(step, c.lr, c.min_lr, c.warmup_iters, c.max_iters)
+        try:
+            loss, norm = self.trainer.step(micro, lr_now)
+        except FloatingPointError as e:
+            self.losses.read()                               # the steps before it
+            raise self._stopped(step + 1, e) from None
+        self.losses.add(step + 1, loss, lr_now, norm)
+        self._clock(tick)
+        self.bar.update(1)
+
+    def _stopped(self, step, problem):
+        """The FloatingPointError that ends the run at a non-finite step, after writing the history."""
+        if self.saves:
+            write_history(self.out, self.history)
+        kept = f"the last good checkpoint is {self.last_saved}" if self.last_saved else "no checkpoint was written"
+        return FloatingPointError(f"training stopped at step {step}: {problem}; the weights are those after step "
+                                  f"{step - 1}, and {kept}")
+
+    def close(self):
+        self.bar.close()
+        self.trainer.close()
 
 
 def evaluate_loss(model, ids, block_size=None, batch_size=16):
@@ -222,20 +305,16 @@ def perplexity(model, ids, block_size=None, batch_size=16):
     return math.exp(evaluate_loss(model, ids, block_size, batch_size))
 
 
-def _check_args(model, train_data, val_data, *, lr, min_lr, step_batch, out, resume, **ints):
-    """Every bad setting raises here, before the trainer touches the model."""
-    for name, value in ints.items():
-        minimum = 0 if name in ("max_iters", "warmup_iters") else 1
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    block_size = ints["block_size"]
-    if block_size > model.config.n_ctx:
-        raise ValueError(f"block_size={block_size} is longer than the model's context n_ctx={model.config.n_ctx}")
-    if not 0 <= min_lr <= lr:
-        raise ValueError(f"learning rates must satisfy 0 <= min_lr <= lr, got lr={lr!r}, min_lr={min_lr!r}")
-    _check_data("train_data", train_data, model.config.vocab_size, step_batch, block_size)
+def _check_run(model, train_data, val_data, config, step_batch, out, resume):
+    """What a TrainConfig cannot check alone raises here, before the trainer touches the model:
+    the context against the model's, the data against the batch, a checkpoint to resume from."""
+    if config.block_size > model.config.n_ctx:
+        raise ValueError(f"block_size={config.block_size} is longer than the model's context "
+                         f"n_ctx={model.config.n_ctx}")
+    _check_data("train_data", train_data, model.config.vocab_size, step_batch, config.block_size)
     if val_data is not None:
-        _check_data("val_data", val_data, model.config.vocab_size, step_batch // ints["grad_accum"], block_size)
+        _check_data("val_data", val_data, model.config.vocab_size, step_batch // config.grad_accum,
+                    config.block_size)
     if resume and (out is None or checkpoint.latest_checkpoint(out) is None):
         raise FileNotFoundError(f"resume=True needs out= naming a folder with a checkpoint; {out} holds none")
 
@@ -246,48 +325,6 @@ def my_micro_batches(x, y, rank, batch_size, grad_accum):
     first = rank * batch_size * grad_accum
     return [(x[i:i + batch_size], y[i:i + batch_size])
             for i in range(first, first + batch_size * grad_accum, batch_size)]
-
-
-def _record(history, pending, skips_overflow):
-    """Append the pending steps [(step, loss, lr, norm), ...] to the history. The torch twin
-    leaves each step's loss and norm on the device (a GPU would idle while the host reads a number
-    every step); all of them cross to the host here, in one transfer. Returns None, or
-    (step, what is wrong) for the first non-finite step, recording only the steps before it.
-    skips_overflow: the trainer skipped each step whose gradient overflowed (float16's GradScaler),
-    so a non-finite norm is recorded as it is, and only a non-finite loss is wrong."""
-    values = [v for _, loss, _, norm in pending for v in (loss, norm)]
-    if values and hasattr(values[0], "detach"):              # 0-d tensors; float64 holds float32 exactly
-        import torch
-        values = torch.stack([v.double() for v in values]).tolist()
-    for (step, _, lr, _), loss, norm in zip(pending, values[::2], values[1::2]):
-        if not math.isfinite(loss):
-            return step, f"the loss is {loss}"
-        if not math.isfinite(norm) and not skips_overflow:
-            return step, f"the gradient norm is {norm}"
-        for key, value in (("step", step), ("train_loss", loss), ("lr", lr), ("grad_norm", norm)):
-            history[key].append(value)
-    return None
-
-
-def _stopped(step, problem, out, history, last_saved):
-    """The FloatingPointError that ends a run at a non-finite step, after writing the history to `out`."""
-    if out is not None:
-        write_history(out, history)
-    kept = f"the last good checkpoint is {last_saved}" if last_saved else "no checkpoint was written"
-    return FloatingPointError(f"training stopped at step {step}: {problem}; the weights are those after step "
-                              f"{step - 1}, and {kept}")
-
-
-def _evaluate(trainer, evals, step, history, bar):
-    """Mean loss on the fixed evaluation batches of each split, appended to the history."""
-    if "val" not in evals:
-        return
-    history["eval_step"].append(step)
-    history["eval_train_loss"].append(trainer.evaluate(evals["train"]))
-    history["val_loss"].append(trainer.evaluate(evals["val"]))
-    if bar is not None:
-        bar.write(f"step {step}: train loss {history['eval_train_loss'][-1]:.4f}, "
-                  f"val loss {history['val_loss'][-1]:.4f}")
 
 
 def write_history(out, history):
@@ -303,8 +340,7 @@ def read_history(path):
 
 # ---- command line ------------------------------------------------------------------------------
 def build_parser():
-    """The options; training settings default to `train`'s own defaults."""
-    d = {k: v.default for k, v in inspect.signature(train).parameters.items()}
+    """The options; the training settings' come from TrainConfig's fields, with its defaults."""
     p = argparse.ArgumentParser(prog="python -m lib.train", description=(
         "Pretrain a GPT on next-token prediction. With no options: the small preset on the embedded "
         "Shakespeare corpus, byte-level, then a sample. Under torchrun (torch twin) it trains with "
@@ -321,28 +357,14 @@ def build_parser():
     p.add_argument("--n-embd", type=int)
     p.add_argument("--dropout", type=float, help="dropout while training, in [0, 1) (default: the preset's, 0; "
                                                    "GPT-1 used 0.1)")
-    p.add_argument("--block-size", type=int, help="training context (default: the model's n_ctx)")
-    p.add_argument("--batch-size", type=int, default=d["batch_size"], help="windows per micro-batch per process (%(default)s)")
-    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step (default: from "
-                                                  "--tokens-per-step, else 1)")
     p.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step on all processes together; "
                                                        "sets --grad-accum (it must divide by batch x block x processes)")
-    p.add_argument("--max-iters", type=int, default=d["max_iters"], help="optimizer steps (%(default)s)")
-    p.add_argument("--lr", type=float, default=d["lr"], help="peak learning rate (%(default)s)")
-    p.add_argument("--min-lr", type=float, default=d["min_lr"], help="floor of the cosine decay (%(default)s)")
-    p.add_argument("--warmup-iters", type=int, default=d["warmup_iters"], help="steps of linear warmup (%(default)s)")
-    p.add_argument("--weight-decay", type=float, default=d["weight_decay"], help="AdamW, 2-D weights only (%(default)s)")
-    p.add_argument("--betas", type=float, nargs=2, default=d["betas"], metavar=("BETA1", "BETA2"),
-                   help="AdamW's moment decay rates (%(default)s)")
-    p.add_argument("--grad-clip", type=float, default=d["grad_clip"], help="global-norm clipping, 0: off (%(default)s)")
-    p.add_argument("--eval-interval", type=int, default=d["eval_interval"], help="steps between validations (%(default)s)")
-    p.add_argument("--eval-iters", type=int, default=d["eval_iters"], help="batches per validation (%(default)s)")
-    p.add_argument("--device", help="torch twin: cpu, cuda, cuda:1 ... (default: cuda if available)")
-    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
-                   help="torch twin on CUDA (default: bfloat16 from compute capability 8.0, float16 below), "
-                        "or on the CPU under GPT2_COURSE_GPU_ON_CPU=1 (default there: bfloat16)")
-    p.add_argument("--compile", action="store_true", help="torch twin: torch.compile the model")
-    p.add_argument("--seed", type=int, default=d["seed"], help="weights, batches, sample (%(default)s)")
+    for field in dataclasses.fields(TrainConfig):          # one option per setting, as TrainConfig lists them
+        options = field.metadata["command_line"]
+        if options is not None:
+            typed = {} if "action" in options else {"type": type(field.default)}
+            p.add_argument("--" + field.name.replace("_", "-"), help=field.metadata["help"],
+                           **{**typed, "default": field.default, **options})
     p.add_argument("--out", default="out/train", help="checkpoints and history.json (%(default)s)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--sample-tokens", type=int, default=200, help="length of the sample printed at the end (0: none)")
@@ -353,8 +375,6 @@ def build_parser():
 
 def _build(args):
     """(model, tokenizer, train_data, val_data) for the parsed options; bad ones raise here."""
-    import dataclasses
-
     from .config import GPTConfig
     from .tokenizer import BPETokenizer, gpt2_tokenizer
 
@@ -404,6 +424,13 @@ def _grad_accum(args, model):
     return grad_accum
 
 
+def _train_config(args, model):
+    """The TrainConfig of the parsed options (bad values raise here)."""
+    settings = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
+                if f.metadata["command_line"] is not None}
+    return TrainConfig(**{**settings, "betas": tuple(args.betas), "grad_accum": _grad_accum(args, model)})
+
+
 def parse_args(argv=None):
     """(parser, options). A recipe's settings (--recipe) replace the defaults, so the options
     given on the command line still win over them."""
@@ -425,13 +452,7 @@ def main(argv=None):
     main_process = int(os.environ.get("RANK", 0)) == 0
     try:
         model, tokenizer, train_data, val_data = _build(args)
-        history = train(model, train_data, val_data, max_iters=args.max_iters, batch_size=args.batch_size,
-                        block_size=args.block_size, grad_accum=_grad_accum(args, model), lr=args.lr,
-                        min_lr=args.min_lr, betas=tuple(args.betas), warmup_iters=args.warmup_iters,
-                        weight_decay=args.weight_decay, grad_clip=args.grad_clip,
-                        eval_interval=args.eval_interval, eval_iters=args.eval_iters, seed=args.seed,
-                        out=args.out, resume=args.resume, device=args.device, dtype=args.dtype,
-                        compile=args.compile)
+        history = train(model, train_data, val_data, _train_config(args, model), out=args.out, resume=args.resume)
     except (FileNotFoundError, ValueError) as e:
         parser.error(str(e))
     except FloatingPointError as e:

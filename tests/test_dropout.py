@@ -12,7 +12,7 @@ import torch
 
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
-from lib.config import GPTConfig
+from lib.config import GPTConfig, TrainConfig
 from lib.dropout import check_dropout, draw_masks, dropout_mask, eval_mode, mask_shapes, use_masks
 from lib.numpy_twin.model import Dropout as NumpyDropout
 from lib.torch_twin.model import Dropout as TorchDropout
@@ -232,10 +232,11 @@ def test_training_with_dropout_is_seeded_and_resumes_exactly(twin, tmp_path):
     data = np.random.default_rng(15).integers(0, 97, 3000).astype(np.uint16)
     module = nt if twin == "numpy" else tt
     settings = dict(max_iters=4, batch_size=2, block_size=16, warmup_iters=1, eval_interval=2, eval_iters=1,
-                    progress=False, device="cpu" if twin == "torch" else None)
+                    device="cpu" if twin == "torch" else None)
 
     def run(dropout, **extra):
-        return train(module.GPT(tiny(dropout=dropout), seed=7), data, data, **settings, **extra)["train_loss"]
+        return train(module.GPT(tiny(dropout=dropout), seed=7), data, data, TrainConfig(**settings), progress=False,
+                     **extra)["train_loss"]
 
     whole = run(P)
     assert run(P) == whole and run(0.0) != whole

@@ -15,7 +15,7 @@ import torch
 
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
-from lib.config import GPTConfig
+from lib.config import GPTConfig, TrainConfig
 from lib.scale import gpu_on_cpu, gpu_or_tiny, gpu_scale
 from lib.shards import write_shards
 from lib.train import RECIPES, _grad_accum, lr_at, main, parse_args, read_history, train
@@ -83,8 +83,9 @@ def test_accumulating_4_micro_batches_is_one_batch_4_times_larger_float64(twin):
     runs = []
     for batch_size, grad_accum in ((8, 1), (2, 4)):
         model = nt.GPT(config, seed=0).astype(np.float64) if twin == "numpy" else tt.GPT(config, seed=0).double()
-        history = train(model, ids[:2500], ids[2500:], max_iters=3, batch_size=batch_size, grad_accum=grad_accum,
-                        block_size=16, warmup_iters=1, eval_interval=3, eval_iters=1, progress=False, **gpt2)
+        settings = TrainConfig(max_iters=3, batch_size=batch_size, grad_accum=grad_accum, block_size=16,
+                               warmup_iters=1, eval_interval=3, eval_iters=1, **gpt2)
+        history = train(model, ids[:2500], ids[2500:], settings, progress=False)
         state = model.state_dict() if twin == "numpy" else model.state_dict_numpy()
         runs.append((history, {k: np.asarray(v, np.float64) for k, v in state.items()}))
     (big, big_state), (micro, micro_state) = runs
@@ -119,9 +120,8 @@ def test_the_trainer_takes_its_gpu_paths_on_the_cpu_under_the_switch(monkeypatch
 
     config = GPTConfig(vocab_size=100, n_ctx=16, n_layer=1, n_head=2, n_embd=32)   # pads to 128
     ids = (np.arange(3000) % 90).astype(np.uint16)
-    fast = dict(max_iters=4, batch_size=4, block_size=16, warmup_iters=1, eval_interval=4, eval_iters=1,
-                progress=False)
-    plain = train(tt.GPT(config, seed=0), ids[:2500], ids[2500:], **fast)
+    fast = TrainConfig(max_iters=4, batch_size=4, block_size=16, warmup_iters=1, eval_interval=4, eval_iters=1)
+    plain = train(tt.GPT(config, seed=0), ids[:2500], ids[2500:], fast, progress=False)
     monkeypatch.setenv("GPT2_COURSE_GPU_ON_CPU", "1")
     cpu = torch.device("cpu")
     assert precision(cpu, None) == (torch.bfloat16, False) and precision(cpu, "float16") == (torch.float16, True)
@@ -132,7 +132,7 @@ def test_the_trainer_takes_its_gpu_paths_on_the_cpu_under_the_switch(monkeypatch
     assert trainer.scaler is not None and "lm_head" in vars(model)             # the padded head is in place
     trainer.close()
     assert "lm_head" not in vars(model)
-    gpu_like = train(tt.GPT(config, seed=0), ids[:2500], ids[2500:], **fast)   # bfloat16 autocast, padded head
+    gpu_like = train(tt.GPT(config, seed=0), ids[:2500], ids[2500:], fast, progress=False)   # bfloat16 autocast, padded head
     assert gpu_like["train_loss"] != plain["train_loss"]
     np.testing.assert_allclose(gpu_like["train_loss"], plain["train_loss"], atol=0.05, rtol=0)
 

@@ -24,7 +24,7 @@ import torch
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.checkpoint import latest_checkpoint, load_checkpoint
-from lib.config import GPTConfig, uses_weight_decay
+from lib.config import GPTConfig, TrainConfig, uses_weight_decay
 import lib.train
 from lib.torch_twin.train import queue_step
 from lib.train import evaluate_loss, lr_at, main, perplexity, read_history, train
@@ -47,7 +47,7 @@ def corpus(n=6000, seed=0):
 
 DATA = corpus()
 TRAIN, VAL = DATA[:5000], DATA[5000:]
-FAST = dict(batch_size=4, block_size=16, warmup_iters=5, eval_interval=50, eval_iters=2, progress=False)
+FAST = dict(batch_size=4, block_size=16, warmup_iters=5, eval_interval=50, eval_iters=2)
 
 
 def batch(seed, B=4, T=16, V=64):
@@ -212,7 +212,8 @@ def test_gradient_accumulation_equals_one_big_batch_float64():
 def test_numpy_twin_learns_and_matches_the_torch_twin():
     histories = {}
     for name, twin in (("numpy", nt), ("torch", tt)):
-        histories[name] = train(twin.GPT(tiny(), seed=0), TRAIN, VAL, max_iters=100, lr=3e-3, min_lr=3e-4, **FAST)
+        histories[name] = train(twin.GPT(tiny(), seed=0), TRAIN, VAL,
+                                TrainConfig(max_iters=100, lr=3e-3, min_lr=3e-4, **FAST), progress=False)
     numpy_h, torch_h = histories["numpy"], histories["torch"]
     assert numpy_h["eval_step"] == [0, 50, 100]
     assert numpy_h["val_loss"][0] == pytest.approx(math.log(64), abs=0.1)      # untrained: about ln V
@@ -235,13 +236,14 @@ def crash_at(when):
 
 @pytest.mark.parametrize("twin", [nt, tt], ids=["numpy", "torch"])
 def test_resume_reproduces_an_uninterrupted_run(twin, tmp_path):
-    settings = dict(max_iters=200, checkpoint_interval=100, **FAST)
-    whole = train(twin.GPT(tiny(), seed=0), TRAIN, VAL, out=tmp_path / "whole", **settings)
+    settings = TrainConfig(max_iters=200, checkpoint_interval=100, **FAST)
+    whole = train(twin.GPT(tiny(), seed=0), TRAIN, VAL, settings, out=tmp_path / "whole", progress=False)
     with pytest.raises(Crash):                              # the first run dies right after step 100
-        train(twin.GPT(tiny(), seed=0), TRAIN, VAL, out=tmp_path / "cut", callback=crash_at(101), **settings)
+        train(twin.GPT(tiny(), seed=0), TRAIN, VAL, settings, out=tmp_path / "cut", callback=crash_at(101),
+              progress=False)
     assert latest_checkpoint(tmp_path / "cut").name == "step-000100"
     model = twin.GPT(tiny(), seed=99)                       # other weights: resume must overwrite them
-    resumed = train(model, TRAIN, VAL, out=tmp_path / "cut", resume=True, **settings)
+    resumed = train(model, TRAIN, VAL, settings, out=tmp_path / "cut", resume=True, progress=False)
     assert resumed["step"] == list(range(1, 201))
     assert resumed["train_loss"] == whole["train_loss"]
     assert resumed["val_loss"] == whole["val_loss"] and resumed["eval_step"] == whole["eval_step"]
@@ -270,7 +272,8 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(twin,
 
     with pytest.raises(FloatingPointError, match=r"training stopped at step 8: the loss is nan.*"
                                                  r"the last good checkpoint is .*step-000007"):
-        train(model, TRAIN, VAL, max_iters=20, out=tmp_path, checkpoint_interval=1, callback=poison, **FAST)
+        train(model, TRAIN, VAL, TrainConfig(max_iters=20, checkpoint_interval=1, **FAST), out=tmp_path,
+              callback=poison, progress=False)
     _, state, _, meta = load_checkpoint(tmp_path)
     assert meta["step"] == 7 and all(np.isfinite(v).all() for v in state.values())
     assert read_history(tmp_path)["step"] == list(range(1, 8))
@@ -298,7 +301,7 @@ def test_torch_training_reads_the_device_at_reports_only(dtype, monkeypatch):
         model = tt.GPT(tiny(), seed=0)
         model._check_idx = lambda idx, start: None          # reads min and max of the ids, on the CPU only
         reads.clear()
-        history = train(model, TRAIN, VAL, max_iters=n, dtype=dtype, **FAST)
+        history = train(model, TRAIN, VAL, TrainConfig(max_iters=n, dtype=dtype, **FAST), progress=False)
         counts.append(len(reads))
         assert history["step"] == list(range(1, n + 1)) and all(map(math.isfinite, history["train_loss"]))
     assert counts[0] == counts[1], counts
@@ -314,8 +317,8 @@ def test_a_callback_reads_the_device_at_its_own_steps_only(monkeypatch):
         model._check_idx = lambda idx, start: None          # reads min and max of the ids, on the CPU only
         calls = []
         reads.clear()
-        history = train(model, TRAIN, VAL, max_iters=n, callback=lambda step, h: calls.append(len(h["train_loss"])),
-                        callback_every=n // 2, **FAST)
+        history = train(model, TRAIN, VAL, TrainConfig(max_iters=n, callback_every=n // 2, **FAST),
+                        callback=lambda step, h: calls.append(len(h["train_loss"])), progress=False)
         counts.append(len(reads))
         assert calls == [n // 2, n] and all(map(math.isfinite, history["train_loss"]))  # losses read by each call
     assert counts[0] == counts[1], counts
@@ -414,15 +417,18 @@ def test_float16_training_records_a_skipped_step_and_goes_on(monkeypatch):
     def callback(step, history):
         if step == 2:
             overflow_once(model.wte.weight)                 # step 3's gradient
-    history = train(model, TRAIN, VAL, max_iters=5, dtype="float16", callback=callback, **FAST)
+    history = train(model, TRAIN, VAL, TrainConfig(max_iters=5, dtype="float16", **FAST), callback=callback,
+                    progress=False)
     assert history["step"] == [1, 2, 3, 4, 5] and all(map(math.isfinite, history["train_loss"]))
     assert [math.isfinite(norm) for norm in history["grad_norm"]] == [True, True, False, True, True]
 
 
 def test_history_is_written_and_a_fresh_run_replaces_old_checkpoints(tmp_path):
-    train(nt.GPT(tiny()), TRAIN, VAL, max_iters=4, out=tmp_path, checkpoint_interval=2, **FAST)
+    train(nt.GPT(tiny()), TRAIN, VAL, TrainConfig(max_iters=4, checkpoint_interval=2, **FAST), out=tmp_path,
+          progress=False)
     assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000002", "step-000004"]
-    history = train(nt.GPT(tiny()), TRAIN, VAL, max_iters=3, out=tmp_path, checkpoint_interval=3, **FAST)
+    history = train(nt.GPT(tiny()), TRAIN, VAL, TrainConfig(max_iters=3, checkpoint_interval=3, **FAST), out=tmp_path,
+                    progress=False)
     assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-000003"]
     assert read_history(tmp_path) == json.loads(json.dumps(history))
     assert history["eval_step"] == [0, 3] and history["tokens_per_step"] == 4 * 16
@@ -439,18 +445,20 @@ def test_history_is_written_and_a_fresh_run_replaces_old_checkpoints(tmp_path):
 def test_bad_settings_fail_before_any_step(settings, message):
     model = nt.GPT(tiny())
     before = {n: p.copy() for n, p in model.named_parameters()}
+    options = {k: v for k, v in settings.items() if k != "resume"}        # resume is train's, not a setting
     with pytest.raises((ValueError, FileNotFoundError), match=message):
-        train(model, TRAIN, VAL, max_iters=5, **{**FAST, **settings})
+        train(model, TRAIN, VAL, TrainConfig(max_iters=5, **{**FAST, **options}), resume=settings.get("resume", False),
+              progress=False)
     assert all(np.array_equal(p, before[n]) for n, p in model.named_parameters())
 
 
 def test_bad_data_fails_before_any_step():
     with pytest.raises(ValueError, match=r"a batch of 4 x 16 = 64 tokens is larger than val_data \(40 tokens\)"):
-        train(nt.GPT(tiny()), TRAIN, VAL[:40], **FAST)
+        train(nt.GPT(tiny()), TRAIN, VAL[:40], TrainConfig(**FAST), progress=False)
     with pytest.raises(ValueError, match=r"train_data holds token id 113, but the model's vocab_size is 64"):
-        train(nt.GPT(tiny()), TRAIN + 50, VAL, **FAST)
+        train(nt.GPT(tiny()), TRAIN + 50, VAL, TrainConfig(**FAST), progress=False)
     with pytest.raises(TypeError, match=r"model must be a lib.numpy_twin.GPT or a lib.torch_twin.GPT"):
-        train(torch.nn.Linear(2, 2), TRAIN, VAL, **FAST)
+        train(torch.nn.Linear(2, 2), TRAIN, VAL, TrainConfig(**FAST), progress=False)
 
 
 # ---- the command line ------------------------------------------------------------------------------
@@ -505,7 +513,8 @@ def test_plot_losses_draws_train_average_and_validation(tmp_path):
     matplotlib.use("Agg")
     from lib.plotting import plot_losses
 
-    history = train(nt.GPT(tiny()), TRAIN, VAL, max_iters=12, out=tmp_path, **{**FAST, "eval_interval": 6})
+    history = train(nt.GPT(tiny()), TRAIN, VAL, TrainConfig(max_iters=12, **{**FAST, "eval_interval": 6}), out=tmp_path,
+                    progress=False)
     ax = plot_losses(history, window=5, label="tiny")
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels == ["tiny: train (each step)", "tiny: train (5-step mean)", "tiny: validation"]

@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from ..config import GPTConfig
+from ..config import GPTConfig, TrainConfig
 from ..pretrained import RECIPE
 from ..twins import TWINS, as_model_ids, twin_module
 from . import BLOCK, time_in_blocks
@@ -41,8 +41,9 @@ def quality(twin, iters, eval_iters):
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
     model = twin_module(twin).GPT(GPTConfig.small(), seed=RECIPE["seed"])
-    recipe = {**RECIPE, "max_iters": iters, "eval_interval": iters, "eval_iters": eval_iters}
-    history = train(model, train_ids, val_ids, device="cpu" if twin == "torch" else None, **recipe)
+    settings = TrainConfig.small(max_iters=iters, eval_interval=iters, eval_iters=eval_iters,
+                                 device="cpu" if twin == "torch" else None)
+    history = train(model, train_ids, val_ids, settings)
     return {"val_loss": history["val_loss"][-1], "train_loss": history["eval_train_loss"][-1], "iters": iters,
             "ms_per_iter": 1e3 * history["train_seconds"] / iters, "seconds": history["seconds"]}
 

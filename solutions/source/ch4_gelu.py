@@ -266,18 +266,19 @@ CELLS = [
     with the seed. The check only asks that both learn.
     """),
     code('''
+    from lib.config import TrainConfig
     from lib.data import load_corpus
     from lib.numpy_twin import GPT
     from lib.train import train
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
-    settings = dict(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4, warmup_iters=50,
-                    eval_interval=100, eval_iters=20, seed=0)
-    relu_history = train(GPT(CONFIG, seed=0), train_ids, val_ids, **settings)
+    settings = TrainConfig(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4, warmup_iters=50,
+                           eval_interval=100, eval_iters=20, seed=0)
+    relu_history = train(GPT(CONFIG, seed=0), train_ids, val_ids, settings)
     '''),
     uses('''
     gelu_model = use_activation(GPT(CONFIG, seed=0), gelu_tanh, gelu_tanh_grad)
-    gelu_history = train(gelu_model, train_ids, val_ids, **settings)
+    gelu_history = train(gelu_model, train_ids, val_ids, settings)
 
     for name, h in (("ReLU", relu_history), ("GELU (yours)", gelu_history)):
         print(f"{name:13s} validation loss {h['val_loss'][0]:.3f} -> {h['val_loss'][-1]:.3f}")

@@ -148,14 +148,16 @@ CELLS = [
     holds the training loss of every step, and the validation loss every 100 steps.
     """),
     code('''
+    from lib.config import TrainConfig
     from lib.data import load_corpus
     from lib.torch_twin import GPT
     from lib.train import train
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
     torch.manual_seed(0)
-    history = train(GPT(CONFIG, seed=0), train_ids, val_ids, max_iters=STEPS, batch_size=BATCH, lr=3e-3,
-                    min_lr=3e-4, warmup_iters=100, eval_interval=100, eval_iters=10, seed=0, device=DEVICE)
+    settings = TrainConfig(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4, warmup_iters=100,
+                           eval_interval=100, eval_iters=10, seed=0, device=DEVICE)
+    history = train(GPT(CONFIG, seed=0), train_ids, val_ids, settings)
     losses = np.array(history["train_loss"])               # (STEPS,)
     if len(losses) != STEPS or losses[-100:].mean() > losses[:10].mean() - 2:
         raise RuntimeError(f"the training run should give {STEPS} losses falling by more than 2; "
