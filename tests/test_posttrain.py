@@ -1,0 +1,359 @@
+"""Post-training (chapter 9): the instruction data and its splits, the template and the loss mask,
+LoRA in both twins (numpy's backward against torch autograd and finite differences, merging),
+the DPO loss and step, McNemar's exact test, evaluation, sampling to <|end|>, and the
+instruction files of the GPU branch.
+
+Tolerances: float64 gradients ||g_numpy - g_torch|| / ||g_torch|| <= 1e-6 (both sides round
+at 1e-16; the products in between lose a few digits); float32 outputs and gradients within
+1e-4 relative (float32 keeps about 7 digits, and the sums over a batch and a vocabulary lose
+two or three); finite differences in float64 with step 1e-6 within 1e-6 relative (the central
+difference's error is of order step^2 times the third derivative).
+"""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import lib.posttrain as pt
+from lib import numpy_twin as nt
+from lib import torch_twin as tt
+from lib.config import GPTConfig
+from lib.numpy_twin import posttrain as npt
+from lib.torch_twin import posttrain as tpt
+
+
+def tiny(**kw):
+    return GPTConfig(**{**dict(vocab_size=259, n_ctx=32, n_layer=2, n_head=4, n_embd=32), **kw})
+
+
+def rel(a, b):
+    return np.linalg.norm(np.asarray(a) - np.asarray(b)) / np.linalg.norm(np.asarray(b))
+
+
+def twin_pair(config, dtype=np.float64, seed=0):
+    model = nt.GPT(config, seed=seed).astype(dtype)
+    tmodel = tt.GPT(config, seed=seed).to(torch.float64 if dtype == np.float64 else torch.float32)
+    return model, tmodel
+
+
+# ---- LoRA -----------------------------------------------------------------------------------
+def lora_pair(n_in=12, n_out=10, rank=3, alpha=6.0, dtype=np.float64, bias=True):
+    base = nt.Linear(n_in, n_out, bias=bias).astype(dtype)
+    base.weight[...] = np.random.default_rng(0).standard_normal((n_out, n_in))
+    if bias:
+        base.bias[...] = np.random.default_rng(1).standard_normal(n_out)
+    layer = npt.LoRALinear(base, rank, alpha, seed=2)
+    layer.lora_B[...] = np.random.default_rng(3).standard_normal(layer.lora_B.shape)   # as after training
+    tbase = tt.Linear(n_in, n_out, bias=bias).to(torch.float64 if dtype == np.float64 else torch.float32)
+    with torch.no_grad():
+        tbase.weight.copy_(torch.as_tensor(base.weight))
+        if bias:
+            tbase.bias.copy_(torch.as_tensor(base.bias))
+    tlayer = tpt.LoRALinear(tbase, rank, alpha, seed=2)
+    with torch.no_grad():
+        tlayer.lora_B.copy_(torch.as_tensor(layer.lora_B))
+    return layer, tlayer
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-6), (np.float32, 1e-4)])
+def test_lora_forward_and_backward_match_torch_autograd(dtype, tol):
+    layer, tlayer = lora_pair(dtype=dtype)
+    assert np.array_equal(layer.lora_A, tlayer.lora_A.detach().numpy())           # the same seeded init
+    x = np.random.default_rng(4).standard_normal((2, 5, 12)).astype(dtype)
+    dy = np.random.default_rng(5).standard_normal((2, 5, 10)).astype(dtype)
+    y, cache = layer.forward(x)
+    expected = x @ layer.weight.T + layer.bias + layer.scale * x @ layer.lora_A.T @ layer.lora_B.T
+    assert rel(y, expected) < tol
+    layer.zero_grad()
+    dx = layer.backward(dy, cache)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = tlayer(tx)
+    (ty * torch.as_tensor(dy)).sum().backward()
+    assert rel(y, ty.detach().numpy()) < tol
+    assert rel(dx, tx.grad.numpy()) < tol
+    for name in ("lora_A", "lora_B"):
+        assert rel(layer.grads[name], getattr(tlayer, name).grad.numpy()) < tol
+    assert tlayer.weight.grad is None and not tlayer.weight.requires_grad        # the base stays frozen
+    assert [n for n, _ in tlayer.named_parameters()] == ["lora_A", "lora_B"] == [n for n, _ in layer.named_parameters()]
+
+
+def test_lora_backward_matches_finite_differences():
+    layer, _ = lora_pair(n_in=5, n_out=4, rank=2)
+    x = np.random.default_rng(6).standard_normal((3, 5))
+    dy = np.random.default_rng(7).standard_normal((3, 4))
+    layer.zero_grad()
+    dx = layer.backward(dy, layer.forward(x)[1])
+
+    def loss():
+        return float((layer.forward(x)[0] * dy).sum())
+
+    for name in ("lora_A", "lora_B"):
+        assert rel(layer.grads[name], numeric_grad(loss, getattr(layer, name))) < 1e-6, name
+    assert rel(dx, numeric_grad(loss, x)) < 1e-6
+
+
+def numeric_grad(f, p, h=1e-6):
+    """d f / d p by central differences, p changed in place and restored."""
+    numeric = np.zeros_like(p)
+    for i in np.ndindex(p.shape):
+        old = p[i]
+        p[i] = old + h
+        up = f()
+        p[i] = old - h
+        numeric[i] = (up - f()) / (2 * h)
+        p[i] = old
+    return numeric
+
+
+def test_lora_starts_as_its_base_and_merges_to_equal_outputs():
+    layer, tlayer = lora_pair()
+    x = np.random.default_rng(8).standard_normal((4, 12))
+    base = nt.Linear(12, 10).astype(np.float64)
+    base.weight[...] = layer.weight
+    base.bias[...] = layer.bias
+    fresh = npt.LoRALinear(base, 3, 6.0, seed=9)
+    assert np.array_equal(fresh.forward(x)[0], base.forward(x)[0])               # B = 0: the base layer
+    merged = layer.merge()
+    assert isinstance(merged, nt.Linear) and not isinstance(merged, npt.LoRALinear)
+    np.testing.assert_allclose(merged.forward(x)[0], layer.forward(x)[0], rtol=1e-12, atol=1e-12)
+    tmerged = tlayer.merge()
+    assert type(tmerged) is tt.Linear
+    with torch.no_grad():
+        np.testing.assert_allclose(tmerged(torch.as_tensor(x)).numpy(), tlayer(torch.as_tensor(x)).numpy(),
+                                   rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="rank must be an integer from 1 to 10, got 11"):
+        npt.LoRALinear(base, 11, 1.0)
+    with pytest.raises(ValueError, match="rank must be an integer from 1 to 10, got 0"):
+        tpt.LoRALinear(tt.Linear(12, 10), 0, 1.0)
+
+
+def test_lora_on_a_gpt_counts_trains_and_merges_in_both_twins():
+    config = tiny()
+    model, tmodel = twin_pair(config)
+    npt.add_lora(model, rank=4, alpha=8)
+    tpt.add_lora(tmodel, rank=4, alpha=8)
+    C, F = config.n_embd, config.hidden_dim
+    per_block = 4 * ((C + 3 * C) + (C + C) + (C + F) + (F + C))      # r (in + out) for each of the four
+    names = [n for n, _ in npt.trainable_parameters(model)]
+    assert names == [n for n, _ in tpt.trainable_parameters(tmodel)]              # name for name
+    assert sum(p.size for _, p in npt.trainable_parameters(model)) == config.n_layer * per_block
+    assert {n for n, p in tmodel.named_parameters() if p.requires_grad} == set(names)
+    rng = np.random.default_rng(0)
+    for (_, p), (_, tp) in zip(npt.trainable_parameters(model), tpt.trainable_parameters(tmodel)):
+        p[...] = rng.standard_normal(p.shape) * 0.05
+        with torch.no_grad():
+            tp.copy_(torch.as_tensor(p))
+    idx = rng.integers(0, 259, (2, 9))
+    logits = model.forward(idx)
+    with torch.no_grad():
+        tlogits = tmodel(torch.as_tensor(idx)).numpy()
+    assert rel(logits, tlogits) < 1e-10
+    npt.merge_lora(model)
+    tpt.merge_lora(tmodel)
+    assert not any(isinstance(m, npt.LoRALinear) for m in model.modules())
+    assert not any(isinstance(m, tpt.LoRALinear) for m in tmodel.modules())
+    np.testing.assert_allclose(model.forward(idx), logits, rtol=1e-10, atol=1e-10)   # merged: equal logits
+    with torch.no_grad():
+        np.testing.assert_allclose(tmodel(torch.as_tensor(idx)).numpy(), logits, rtol=1e-10, atol=1e-10)
+
+
+# ---- the masked loss and DPO through the model -----------------------------------------------------
+def a_batch(n=4):
+    """n (prompt, response) pairs short enough for tiny()'s context: "Say:" and 8 characters of a
+    line, then its first 6 characters."""
+    lines = [it["input"] for it in pt.instruction_data(train_per_task=2, test_per_task=1)["train"][:n]]
+    return [(pt.prompt_ids("Say:", line[:8]), pt.response_ids(line[:6])) for line in lines]
+
+
+@pytest.mark.parametrize("mask_prompt", [True, False])
+def test_masked_loss_and_its_gradient_match_torch(mask_prompt):
+    config = tiny()
+    model, tmodel = twin_pair(config)
+    npt.add_lora(model, 2, 4)
+    tpt.add_lora(tmodel, 2, 4)
+    for (_, p), (_, tp) in zip(npt.trainable_parameters(model), tpt.trainable_parameters(tmodel)):
+        p[...] = np.random.default_rng(1).standard_normal(p.shape) * 0.1
+        with torch.no_grad():
+            tp.copy_(torch.as_tensor(p))
+    x, y, mask = pt.chat_batch(a_batch(), mask_prompt)
+    model.zero_grad()
+    loss, dlogits = npt.masked_cross_entropy(model.forward(x), y, mask)
+    model.backward(dlogits)
+    tloss = tpt.masked_cross_entropy(tmodel(torch.as_tensor(x)), torch.as_tensor(y), torch.as_tensor(mask))
+    tloss.backward()
+    assert abs(loss - tloss.item()) < 1e-12
+    for name, tp in tpt.trainable_parameters(tmodel):
+        assert rel(model.grads[name], tp.grad.numpy()) < 1e-6, name
+    logp = np.log(np.exp(model.forward(x)) / np.exp(model.forward(x)).sum(-1, keepdims=True))
+    expected = -(np.take_along_axis(logp, y[..., None], -1)[..., 0] * mask).sum() / mask.sum()
+    assert abs(loss - expected) < 1e-12                                           # the masked mean, written out
+
+
+def test_chat_batch_masks_the_prompt_and_the_padding():
+    pairs = [(pt.prompt_ids("First word?", "Go to."), pt.response_ids("Go")),
+             (pt.prompt_ids("How many words?", "Go to, go."), pt.response_ids("3"))]
+    x, y, mask = pt.chat_batch(pairs)
+    assert pt.render(np.concatenate(pairs[0])) == "<|user|>First word?\nGo to.<|assistant|>Go<|end|>"
+    assert pt.render(y[0][mask[0] == 1]) == "Go<|end|>" and pt.render(y[1][mask[1] == 1]) == "3<|end|>"
+    assert x[0][mask[0] == 1][0] == pt.ASSISTANT                              # the first response token follows it
+    _, _, full = pt.chat_batch(pairs, mask_prompt=False)
+    assert full[1].sum() == len(np.concatenate(pairs[1])) - 1 and full[0, -1] == 0   # real tokens only
+    with pytest.raises(ValueError, match="take 30 tokens; expected at most n_ctx \\+ 1 = 9"):
+        pt.chat_batch(pairs, n_ctx=8)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-6), (np.float32, 1e-4)])
+def test_dpo_step_gradients_match_torch_autograd(dtype, tol):
+    config = tiny()
+    model, tmodel = twin_pair(config, dtype)
+    triples = [(p, r, pt.response_ids("NOT " + pt.render(r[:-1]))) for p, r in a_batch()]
+    batch = [(p, c) for p, c, _ in triples] + [(p, r) for p, _, r in triples]
+    x, y, mask = pt.chat_batch(batch)
+    ref = np.random.default_rng(2).standard_normal(len(batch)) - 20.0
+    model.zero_grad()
+    logp, cache = npt.response_logp(model, x, y, mask)
+    B = len(logp) // 2
+    loss, (dc, dr, _, _) = npt.dpo_loss(logp[:B], logp[B:], ref[:B], ref[B:], 0.5)
+    npt.response_logp_backward(model, np.concatenate([dc, dr]), cache)
+    tlogp = tpt.response_logp(tmodel, *(torch.as_tensor(a) for a in (x, y, mask)))
+    tref = torch.as_tensor(ref).to(tlogp.dtype)
+    tloss = tpt.dpo_loss(tlogp[:B], tlogp[B:], tref[:B], tref[B:], 0.5)
+    tloss.backward()
+    assert rel(logp, tlogp.detach().numpy()) < tol and abs(loss - tloss.item()) < tol * abs(loss)
+    for name, tp in tmodel.named_parameters():
+        assert rel(model.grads[name], tp.grad.numpy()) < tol, name
+
+
+def test_dpo_loss_gradient_matches_autograd_and_finite_differences():
+    rng = np.random.default_rng(0)
+    logps = [rng.standard_normal(6) * 3 for _ in range(4)]
+    loss, grads = npt.dpo_loss(*logps, 0.7)
+    tensors = [torch.tensor(a, requires_grad=True) for a in logps]
+    tloss = tpt.dpo_loss(*tensors, 0.7)
+    tloss.backward()
+    assert abs(loss - tloss.item()) < 1e-14
+    for g, t in zip(grads, tensors):
+        assert rel(g, t.grad.numpy()) < 1e-6
+    for k in range(4):
+        assert rel(grads[k], numeric_grad(lambda: npt.dpo_loss(*logps, 0.7)[0], logps[k])) < 1e-6
+
+
+def test_dpo_loss_is_stable_when_margins_reach_the_thousands():
+    pc = np.array([0.0, 0.0, -1.0])
+    pr = np.array([-5000.0, 5000.0, -1.0])                  # margins +5000, -5000, 0
+    zero = np.zeros(3)
+    loss, (gc, gr, grc, grr) = npt.dpo_loss(pc, pr, zero, zero, 1.0)
+    assert math.isfinite(loss) and abs(loss - (0.0 + 5000.0 + math.log(2)) / 3) < 1e-9
+    np.testing.assert_allclose(gc, [0.0, -1 / 3, -0.5 / 3], atol=1e-15)
+    assert np.array_equal(gr, -gc) and np.array_equal(grc, -gc) and np.array_equal(grr, gc)
+    tensors = [torch.tensor(a, requires_grad=True) for a in (pc, pr, zero, zero)]
+    tloss = pt.dpo_loss(*tensors, 1.0)                       # the shared front, torch inputs: the torch twin
+    tloss.backward()
+    assert abs(tloss.item() - loss) < 1e-9 and np.allclose(tensors[0].grad.numpy(), gc)
+    assert pt.dpo_loss(pc, pr, zero, zero, 1.0) == loss     # numpy inputs: the numpy twin's value
+    f32 = [a.astype(np.float32) for a in (pc, pr, zero, zero)]
+    assert abs(npt.dpo_loss(*f32, np.float32(1.0))[0] - loss) < 1e-3 * loss   # float32 too
+    with pytest.raises(ValueError, match="must be \\(B,\\) arrays of one shape"):
+        pt.dpo_loss(pc, pr[:2], zero, zero, 1.0)
+
+
+def test_the_dpo_and_sft_steps_lower_their_losses_in_both_twins():
+    config = tiny()
+    triples = [(p, r, pt.response_ids("NOT " + pt.render(r[:-1]))) for p, r in a_batch()]
+    for twin in ("numpy", "torch"):
+        GPT = nt.GPT if twin == "numpy" else tt.GPT
+        model = GPT(config, seed=0)
+        history = pt.sft(model, [(p, c) for p, c, _ in triples], steps=80, batch_size=4, lr=1e-2, progress=False)
+        assert history["loss"][-1] < 0.5 * history["loss"][0], twin
+        assert history["optimizer_bytes"] == 2 * 4 * sum(int(np.prod(s)) for s in
+                                                         (p.shape for _, p in model.named_parameters()))
+        ref = pt.reference_logps(model, triples)
+        dpo = pt.dpo(model, triples, ref, beta=0.5, steps=20, batch_size=4, lr=1e-3, progress=False)
+        assert abs(dpo["loss"][0] - math.log(2)) < 1e-3 and dpo["loss"][-1] < 0.5, twin   # starts at log 2
+
+
+# ---- the data ---------------------------------------------------------------------------------------
+def test_instruction_data_splits_and_checkable_answers():
+    from lib.evaluate import held_out_plays
+
+    data = pt.instruction_data(train_per_task=100, test_per_task=40)
+    held_out = {p["slug"] for p in held_out_plays()}
+    for split, n in (("train", 100), ("test", 40)):
+        assert [it["task"] for it in data[split]] == [t for t in pt.TASKS for _ in range(n)]
+    train_lines = {(it["play"], it["input"]) for it in data["train"]}
+    for it in data["test"]:
+        assert it["choices"][it["label"]] == it["output"] and len(set(it["choices"])) == 4
+        by = pt.TASKS[it["task"]][1]
+        if by == "plays":                                    # a whole play held out
+            assert it["play"] in held_out and not any(it["input"] == line for _, line in train_lines)
+        else:                                                # a line held out of a training play
+            assert it["play"] not in held_out and (it["play"], it["input"]) not in train_lines
+    for it in data["train"] + data["test"]:
+        pair = pt.pairs_of([it])[0]
+        assert len(pair[0]) + len(pair[1]) <= pt.N_CTX + 1
+        if it["task"] == "capitals":
+            assert it["output"] == it["input"].upper()
+        if it["task"] == "words":
+            assert it["output"] == str(len(it["input"].split()))
+    assert pt.instruction_data(train_per_task=100, test_per_task=40) == data            # seeded
+    with pytest.raises(ValueError, match="has [0-9]+ test items; asked for 100000"):
+        pt.instruction_data(train_per_task=1, test_per_task=100000)
+
+
+def test_preference_pairs_reject_a_wrong_choice():
+    items = pt.instruction_data(train_per_task=5, test_per_task=1)["train"]
+    for it, (p, c, r) in zip(items, pt.preference_pairs(items)):
+        assert pt.render(c) == it["output"] + "<|end|>" and pt.render(r)[:-len("<|end|>")] in it["choices"]
+        assert not np.array_equal(c, r)
+
+
+# ---- evaluation and the paired test -----------------------------------------------------------------
+def test_mcnemar_exact_values():
+    before = np.array([True] * 5 + [False] * 10 + [True] * 3)
+    after = np.array([True] * 5 + [True] * 10 + [False] * 3)
+    result = pt.mcnemar(before, after)                       # b = 3, c = 10
+    expected = 2 * sum(math.comb(13, k) for k in range(4)) / 2 ** 13
+    assert result == {"b": 3, "c": 10, "p": expected} and abs(expected - 0.09228515625) < 1e-15
+    assert pt.mcnemar(before, before)["p"] == 1.0
+    assert pt.mcnemar(np.zeros(2000, bool), np.ones(2000, bool))["p"] == 0.0   # 2 / 2**2000 underflows to 0
+    with pytest.raises(ValueError, match="same items"):
+        pt.mcnemar(before, after[:3])
+
+
+def test_exact_match_is_greedy_decoding_to_end():
+    config = tiny()
+    for twin in ("numpy", "torch"):
+        model = (nt.GPT if twin == "numpy" else tt.GPT)(config, seed=0)
+        pairs = a_batch(3)
+        pt.sft(model, pairs, steps=40, batch_size=3, lr=3e-3, progress=False)
+        model.eval()
+        matched = pt.exact_match(model, pairs)
+        lines = [pt.render(prompt[len("<Say:") + 1:-1]) for prompt, _ in pairs]
+        for line, (prompt, response), hit in zip(lines, pairs, matched):
+            assert np.array_equal(pt.prompt_ids("Say:", line), prompt)
+            out = pt.chat(model, "Say:", line, max_new_tokens=len(response) + 3)
+            assert (out + "<|end|>" == pt.render(response)) == hit, twin
+        assert matched.any(), twin                           # it learnt some by heart
+
+
+def test_instructions_in_the_json_format_of_the_gpu_branch(tmp_path):
+    records = [{"instruction": "Give three tips.", "input": "", "output": "Eat, sleep, read."},
+               {"instruction": "Translate.", "input": "Bonjour", "output": "Hello"}]
+    as_list, as_lines = tmp_path / "data.json", tmp_path / "data.jsonl"
+    as_list.write_text(json.dumps(records))
+    as_lines.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    assert pt.load_instructions(as_list) == pt.load_instructions(as_lines) == records
+    assert pt.alpaca_prompt(records[1]) == "### Instruction:\nTranslate.\n\n### Input:\nBonjour\n\n### Response:\n"
+    from lib.tokenizer import gpt2_tiktoken
+    enc = gpt2_tiktoken()
+    pairs = pt.gpt2_pairs(pt.load_instructions(as_lines), enc.encode, enc.eot_token, 64)
+    assert len(pairs) == 2 and pairs[1][1][-1] == enc.eot_token and enc.decode(list(pairs[1][1][:-1])) == "Hello"
+    assert len(pt.gpt2_pairs(records, enc.encode, enc.eot_token, 8)) == 0        # too long for 8 tokens
+    (tmp_path / "bad.jsonl").write_text('{"instruction": "x"}\n')
+    with pytest.raises(ValueError, match="record 0 needs string fields instruction and output"):
+        pt.load_instructions(tmp_path / "bad.jsonl")
+    (tmp_path / "broken.jsonl").write_text('{"instruction": \n')
+    with pytest.raises(ValueError, match="not JSON nor JSON lines"):
+        pt.load_instructions(tmp_path / "broken.jsonl")
