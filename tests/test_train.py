@@ -184,9 +184,13 @@ def test_clipping_scales_to_max_norm_and_matches_torch():
     params = [torch.zeros(a.shape, dtype=torch.float64) for a in arrays]
     for p, a in zip(params, arrays):
         p.grad = torch.tensor(a)
-    assert nt.clip_grad_norm(mine, 0.5) == pytest.approx(tt.clip_grad_norm(params, 0.5).item(), rel=1e-12)
+    theirs = {str(i): torch.tensor(a) for i, a in enumerate(arrays)}       # the torch twin's gradients
+    norm = tt.clip_grad_norm(theirs, 0.5).item()
+    assert norm == pytest.approx(torch.nn.utils.clip_grad_norm_(params, 0.5).item(), rel=1e-12)  # torch's own
+    assert nt.clip_grad_norm(mine, 0.5) == pytest.approx(norm, rel=1e-12)
     for i, p in enumerate(params):
         np.testing.assert_allclose(mine[str(i)], p.grad.numpy(), atol=F64, rtol=0)
+        np.testing.assert_allclose(theirs[str(i)].numpy(), p.grad.numpy(), atol=F64, rtol=0)
 
 
 def test_gradient_accumulation_equals_one_big_batch_float64():

@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from ..weights import normal_rows
 from .model import GPT
-from .train import AdamW, clip_grad_norm, cross_entropy
+from .train import AdamW, clip_grad_norm, cross_entropy, named_grads
 
 
 def add_tokens(model, n, seed=0):
@@ -67,9 +67,8 @@ def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
         group["lr"] = lr
     losses = finetune_loss(model, head, x, labels, lm_weight)
     losses[0].backward()
-    params = list(optimizer.names.values())
     if grad_clip:
-        clip_grad_norm(params, grad_clip)
+        clip_grad_norm(named_grads(optimizer.names.items()), grad_clip)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return tuple(loss.detach() for loss in losses)

@@ -76,16 +76,26 @@ class AdamW(torch.optim.AdamW):
         self.load_state_dict({"state": state, "param_groups": self.state_dict()["param_groups"]})
 
 
-def grad_norm(parameters):
-    """The global L2 norm: all gradients taken together as one long vector."""
-    norms = [torch.linalg.vector_norm(p.grad) for p in parameters if p.grad is not None]
-    return torch.linalg.vector_norm(torch.stack(norms))
+def named_grads(named_parameters):
+    """{name: gradient} of the (name, parameter) pairs that have one: what the numpy twin's
+    `model.grads` holds, for `grad_norm` and `clip_grad_norm`."""
+    return {name: p.grad for name, p in named_parameters if p.grad is not None}
 
 
-def clip_grad_norm(parameters, max_norm):
+def grad_norm(grads):
+    """The global L2 norm: all gradients taken together as one long vector (a 0-d tensor)."""
+    return torch.nn.utils.get_total_norm(list(grads.values()))
+
+
+def clip_grad_norm(grads, max_norm):
     """Scale every gradient by max_norm / norm when the global L2 norm over all of them exceeds
-    max_norm (norm + 1e-6 in the denominator). Returns the norm before clipping (a tensor)."""
-    return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    max_norm (torch's clip_grad_norm_, with 1e-6 added to the norm). Returns the norm before
+    clipping (a tensor). The scale stays on the device: no read of the norm here."""
+    norm = grad_norm(grads)
+    scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    for g in grads.values():
+        g.mul_(scale)
+    return norm
 
 
 def accumulate(model, optimizer, micro_batches, lr, grad_clip, autocast=contextlib.nullcontext, scaler=None):
@@ -110,8 +120,8 @@ def accumulate(model, optimizer, micro_batches, lr, grad_clip, autocast=contextl
         loss /= dist.get_world_size()
     if scaler:
         scaler.unscale_(optimizer)
-    params = list(optimizer.names.values())
-    norm = clip_grad_norm(params, grad_clip) if grad_clip else grad_norm(params)
+    grads = named_grads(optimizer.names.items())
+    norm = clip_grad_norm(grads, grad_clip) if grad_clip else grad_norm(grads)
     return loss, norm
 
 
