@@ -2,8 +2,9 @@
 device side (GPU precision, DistributedDataParallel).
 
 Read it beside `lib/numpy_twin/train.py`: same names, same order; autograd replaces the
-hand-written gradients. Two more: `accumulate` (a step's first half) and `queue_step`, the step
-the Trainer takes on a device without waiting for it. The loop around them is framework-free and
+hand-written gradients. Three more: `named_grads` (the {name: gradient} dict that the numpy
+model's `grads` is), `accumulate` (a step's first half) and `queue_step`, the step the Trainer
+takes on a device without waiting for it. The loop around them is framework-free and
 lives in `lib/train.py`.
 Shapes: B batch, T time, V vocab.
 """
