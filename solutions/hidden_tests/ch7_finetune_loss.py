@@ -97,6 +97,7 @@ def tests():
     hidden, logits, x, labels, weight, bias, _ = CASES["B 3, T 7, C 10, V 13, K 2, lm_weight 0.5"]
     bad = {
         "a label equal to K raises ValueError": (hidden, logits, x, np.array([0, 2, 1]), weight, bias, 0.5),
+        "a label of -1 raises ValueError": (hidden, logits, x, np.array([0, -1, 1]), weight, bias, 0.5),
         "a negative lm_weight raises ValueError": (hidden, logits, x, labels, weight, bias, -0.5),
         "T = 1 (no next token) raises ValueError": (hidden[:, :1], logits[:, :1], x[:, :1], labels, weight, bias, 0.5),
     }

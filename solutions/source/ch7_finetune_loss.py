@@ -1,5 +1,5 @@
 """Exercise 7.1: the fine-tuning loss L3 = L2 + lambda * L1 and its gradients."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, collapsed, graded, md, setup
 
 
 STUB = '''
@@ -79,7 +79,10 @@ CELLS = [
 
     **What is graded.** The cell tagged `graded:ch7_finetune_loss`. A grader runs that cell alone, in a sandbox,
     and calls `finetune_loss` with hidden tests; nothing else in this notebook is graded. The checks
-    below it are a first test you can run yourself.
+    below it are a first test you can run yourself. Some hidden tests are *edge tests* (bad input
+    that must raise, `lm_weight = 0`, where a gradient of zeros is right): they count only once
+    every other test of the same output passes, so that an answer that does almost nothing cannot
+    collect points.
     """),
     setup(),
     md(r"""
@@ -104,69 +107,102 @@ CELLS = [
     - Raise `ValueError` for labels outside $[0, K)$ (or not $B$ of them), for `lm_weight` $< 0$ and
       for $T < 2$ (no next token to predict).
 
-    **Hints.** The gradient of a mean cross-entropy over N rows with respect to its logits is
-    $(\mathrm{softmax} - \mathrm{onehot})/N$. Then the chain rule through $s = h W^\top + b$. Logits
-    can be large (the hidden tests go to $10^4$): compute $\log\mathrm{softmax}$ after subtracting each
-    row's maximum. Grading is in float64, within $10^{-9}$ relative. Use numpy only; while grading,
+    **Rules.** Logits can be large (the hidden tests go to $10^4$): compute $\log\mathrm{softmax}$
+    so that nothing overflows. Grading is in float64, within $10^{-9}$ relative. The checks below
+    compare every gradient with central differences of your loss, so you know when yours are right.
+
+    :::{admonition} Hint: the gradients
+    :class: dropdown
+    The gradient of a mean cross-entropy over N rows with respect to its logits is
+    $(\mathrm{softmax} - \mathrm{onehot})/N$; then the chain rule through $s = h W^\top + b$.
+    Subtract each row's maximum before the exponential: the softmax does not change.
+    :::
+
+    Use numpy only; while grading,
     torch is not installed and lib's fine-tuning loss and head raise an error. The graded cell must
     hold everything the function uses, imports included.
     """),
     graded(STUB, ANSWER),
-    md("""
+    md(r"""
     ## Checks you can run
 
-    On small random inputs: the shapes, the gradients against central differences of the loss (each
-    input moved alone, the others fixed), $\\lambda = 0$, and logits too large for a naive softmax.
+    On small random inputs, one property per cell: where the head reads, which token each position
+    predicts, the gradients against central differences of the loss (each input moved alone, the
+    others fixed), $\lambda = 0$, logits too large for a naive softmax, and bad input.
     """),
-    uses('''
-    from lib.checks import expect_close, expect_grad, expect_shape
+    code('''
+    from lib.checks import expect_close, expect_grad, expect_raises, expect_shape
+    from lib.numpy_twin.train import cross_entropy        # chapter 5's, one (B, T, V) batch at a time
 
     rng = np.random.default_rng(1)
     B, T, C, V, K = 2, 4, 6, 9, 3
     inputs = dict(hidden=rng.standard_normal((B, T, C)), logits=rng.standard_normal((B, T, V)),
                   x=rng.integers(0, V, (B, T)), labels=np.array([2, 0]),
                   weight=rng.standard_normal((K, C)), bias=rng.standard_normal(K), lm_weight=0.7)
+    '''),
+    check('''
     out = finetune_loss(**inputs)
-    for key, shape in (("dhidden", (B, T, C)), ("dlogits", (B, T, V)), ("dweight", (K, C)), ("dbias", (K,))):
+    expect_shape("dhidden", out["dhidden"], (B, T, C), np.float64)
+    expect_close("dhidden before the last position (the head reads only the last one)",
+                 out["dhidden"][:, :-1], np.zeros((B, T - 1, C)), axes="btc")
+    '''),
+    check('''
+    lm_loss, _ = cross_entropy(inputs["logits"][:, :-1], inputs["x"][:, 1:])   # position t predicts x[t + 1]
+    expect_close("lm_loss: each position predicts the next token", out["lm_loss"], lm_loss, rtol=1e-12)
+    expect_close("loss = cls_loss + lm_weight * lm_loss", out["loss"], out["cls_loss"] + 0.7 * out["lm_loss"],
+                 rtol=1e-12)
+    '''),
+    check('''
+    for key, shape in (("dlogits", (B, T, V)), ("dweight", (K, C)), ("dbias", (K,))):
         expect_shape(key, out[key], shape, np.float64)
-    expect_close("loss = cls_loss + lm_weight * lm_loss", np.array(out["loss"]),
-                 np.array(out["cls_loss"] + 0.7 * out["lm_loss"]), rtol=1e-12)
-
     for key in ("hidden", "logits", "weight", "bias"):
         def loss_of(value, key=key):
             return finetune_loss(**{**inputs, key: value})["loss"]
 
-        expect_grad(f"d{key} against central differences", loss_of, lambda value, key=key: finetune_loss(**{**inputs, key: value})[f"d{key}"],
-                    inputs[key])
+        def grad_of(value, key=key):
+            return finetune_loss(**{**inputs, key: value})[f"d{key}"]
 
-    expect_close("dhidden before the last position", out["dhidden"][:, :-1], np.zeros((B, T - 1, C)))
+        expect_grad(f"d{key} against central differences", loss_of, grad_of, inputs[key])
+    '''),
+    check('''
     no_lm = finetune_loss(**{**inputs, "lm_weight": 0.0})
     expect_close("dlogits with lm_weight = 0", no_lm["dlogits"], np.zeros((B, T, V)))
-    expect_close("loss with lm_weight = 0", np.array(no_lm["loss"]), np.array(out["cls_loss"]), rtol=1e-12)
-
-    from lib.numpy_twin.train import cross_entropy        # chapter 5's, one (B, T, V) batch at a time
-
-    big = {**inputs, "logits": 3000.0 * inputs["logits"], "weight": 800.0 * inputs["weight"]}   # logits in the thousands
+    expect_close("loss with lm_weight = 0", no_lm["loss"], out["cls_loss"], rtol=1e-12)
+    '''),
+    check('''
+    big = {**inputs, "logits": 3000.0 * inputs["logits"], "weight": 800.0 * inputs["weight"]}   # thousands
     huge = finetune_loss(**big)
     lm_loss, dlm = cross_entropy(big["logits"][:, :-1], big["x"][:, 1:])
-    expect_close("lm_loss with large logits", np.array(huge["lm_loss"]), np.array(lm_loss), rtol=1e-12)
+    expect_close("lm_loss with large logits", huge["lm_loss"], lm_loss, rtol=1e-12)
     expect_close("dlogits with large logits", huge["dlogits"][:, :-1], 0.7 * dlm, rtol=1e-9, atol=1e-15)
-    expect_shape("dhidden with large logits (finite)", huge["dhidden"][np.isfinite(huge["dhidden"])], (B * T * C,))
+    expect_shape("dhidden with large logits (finite)", huge["dhidden"][np.isfinite(huge["dhidden"])],
+                 (B * T * C,))
+    '''),
+    check('''
+    expect_raises("a label of -1", ValueError, finetune_loss, **{**inputs, "labels": np.array([-1, 0])})
+    expect_raises("a label equal to K = 3", ValueError, finetune_loss, **{**inputs, "labels": np.array([3, 0])})
+    expect_raises("three labels for B = 2", ValueError, finetune_loss,
+                  **{**inputs, "labels": np.array([0, 1, 2])})
+    expect_raises("lm_weight = -0.5", ValueError, finetune_loss, **{**inputs, "lm_weight": -0.5})
+    short = {key: inputs[key][:, :1] for key in ("hidden", "logits", "x")}   # T = 1
+    expect_raises("T = 1", ValueError, finetune_loss, **{**inputs, **short})
     '''),
     md("""
     ## Inside the model
 
     Now the real thing: a small float64 model and lib's `ClassifierHead` give the hidden states and
     the logits; your `dlogits` and `dhidden` go into the model's backward pass, and every gradient of
-    the model and of the head must equal what lib's own fine-tuning step computes.
+    the model and of the head must equal what lib's own fine-tuning step computes (lib's gradients
+    are copied before the model's are zeroed for yours).
     """),
-    uses('''
+    check('''
     from lib.config import GPTConfig
     from lib.numpy_twin import GPT
     from lib.numpy_twin.finetune import ClassifierHead
     from lib.numpy_twin.finetune import finetune_loss as lib_finetune_loss
 
-    model = GPT(GPTConfig(vocab_size=40, n_ctx=16, n_layer=1, n_head=2, n_embd=16), seed=2, dtype=np.float64)
+    config = GPTConfig(vocab_size=40, n_ctx=16, n_layer=1, n_head=2, n_embd=16)
+    model = GPT(config, seed=2, dtype=np.float64)
     head = ClassifierHead(16, 3, seed=2).astype(np.float64)
     x = rng.integers(0, 40, (3, 12))                             # (B, T) = (3, 12)
     labels = np.array([0, 2, 1])
@@ -174,14 +210,17 @@ CELLS = [
     model.zero_grad()
     head.zero_grad()
     lib_losses = lib_finetune_loss(model, head, x, labels, 0.5)
-    want = {**dict(model.named_grads()), "head.weight": head.grads["weight"].copy(), "head.bias": head.grads["bias"].copy()}
+    want = {name: g.copy() for name, g in model.named_grads()}   # copies: zero_grad() clears the arrays
+    want.update({"head.weight": head.grads["weight"].copy(), "head.bias": head.grads["bias"].copy()})
 
     model.zero_grad()
-    logits, hidden, _ = model.forward_outputs(x)                 # (B, T, V), (B, T, C)
+    outputs = model.forward_outputs(x)
+    logits, hidden = outputs.logits, outputs.hidden              # (B, T, V), (B, T, C)
     out = finetune_loss(hidden, logits, x, labels, head.weight, head.bias, 0.5)
     model.backward(out["dlogits"], dhidden=out["dhidden"])
     got = {**dict(model.named_grads()), "head.weight": out["dweight"], "head.bias": out["dbias"]}
-    expect_close("L3, L2, L1", np.array([out["loss"], out["cls_loss"], out["lm_loss"]]), np.array(lib_losses), rtol=1e-12)
+    expect_close("L3, L2, L1", np.array([out["loss"], out["cls_loss"], out["lm_loss"]]),
+                 np.array(lib_losses), rtol=1e-12)
     for name in want:
         expect_close(name, got[name], want[name], rtol=1e-9, atol=1e-13)
     '''),
@@ -190,8 +229,9 @@ CELLS = [
 
     lib splits the same computation in two: the head (a `Linear` that reads the last position) with
     its backward, and the step that adds the two losses and sends both gradients into the model.
+    Open the cell below once your checks pass.
     """),
-    code('''
+    collapsed('''
     from lib.display import show
     from lib.numpy_twin import finetune as nf
 
