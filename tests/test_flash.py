@@ -1,11 +1,10 @@
 """The numpy FlashAttention (lib/numpy_twin/flash.py) against the plain attention and torch autograd."""
-import tracemalloc
-
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+from lib.bench.roofline import peak_memory
 from lib.numpy_twin import flash_attention
 from lib.numpy_twin.flash import flash_backward, flash_forward, plain_attention
 
@@ -54,19 +53,10 @@ def test_backward_matches_torch_autograd(shape, block):
         assert np.abs(mine - theirs.grad.numpy()).max() < 1e-10, name
 
 
-def peak(fn, *args):
-    tracemalloc.start()
-    try:
-        fn(*args)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_memory_grows_as_t_times_block_not_t_squared():
     small, large = (qkv((1, T, 16), np.float32) for T in (512, 2048))
-    plain = [peak(plain_attention, *x) for x in (small, large)]
-    tiled = [peak(flash_attention, *x) for x in (small, large)]
+    plain = [peak_memory(plain_attention, *x) for x in (small, large)]
+    tiled = [peak_memory(flash_attention, *x) for x in (small, large)]
     assert plain[1] / plain[0] > 12                              # 4x the tokens: ~16x the memory
     assert tiled[1] / tiled[0] < 5                               # ~4x
     assert tiled[1] < plain[1] / 8

@@ -67,7 +67,11 @@ def cpu_decode_layout(model):
     """Within this block the model's Linear layers and its tied head multiply through
     `weight_blocks`: each Linear's `forward` is replaced on the instance by `split_matmul` with
     its blocks and bias, and the head through model.py's `replace_head`. Leaving the block
-    restores both."""
+    restores both. Inside another layout (its head already replaced, e.g. `quant.int8_layout`)
+    it changes nothing: that layout's products stay."""
+    if "lm_head" in vars(model):
+        yield
+        return
     linears = [m for m in model.modules() if isinstance(m, Linear)]
     *blocks, head_blocks = weight_blocks(model)
     for layer, w_split in zip(linears, blocks):
