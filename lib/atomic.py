@@ -5,6 +5,8 @@
   ends without an error, the file is flushed to disk and renamed to `path` in one step
   (`os.replace`, atomic within a folder); after an error it is removed and `path` is untouched.
 - `write_atomic(path, data, mode=None)`: the same for bytes or text (UTF-8) in hand.
+- `atomic_folder(path)`: the same for a folder of files: it yields an empty temporary folder
+  beside `path`, and swaps it in whole (an old folder at `path` is moved aside, then removed).
 - `fsync(path)`: flush a file or a folder (a rename is durable once its folder is flushed).
 
 mode: the new file's permission bits (e.g. 0o600 for a file only its owner may read); by
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,3 +62,28 @@ def write_atomic(path, data: bytes | str, mode: int | None = None) -> Path:
     with atomic_path(path, mode) as temp:
         temp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
     return Path(path)
+
+
+@contextmanager
+def atomic_folder(path):
+    """Yield a fresh empty folder beside `path`; on a clean exit, flush its files and move it to
+    `path`, replacing any folder there (moved aside first, so `path` is never half written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield temp
+        for file in temp.rglob("*"):
+            fsync(file)
+        fsync(temp)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old)                            # an empty folder is replaced by a rename
+            os.replace(temp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(temp, path)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    fsync(path.parent)

@@ -12,13 +12,11 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .atomic import atomic_folder
 from .config import GPTConfig, param_shapes
 
 CONFIG_FILE = "config.json"
@@ -74,24 +72,10 @@ def save_state(path, config: GPTConfig, state: dict[str, np.ndarray], extra: dic
     from safetensors.numpy import save_file
 
     check_state(config, state, source=f"saving to {path}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with atomic_folder(path) as tmp:
         save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(tmp / WEIGHTS_FILE))
         (tmp / CONFIG_FILE).write_text(json.dumps({"format": "gpt2-course", "config": config.to_dict(),
                                                    **(extra or {})}, indent=2))
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def load_state(path) -> tuple[GPTConfig, dict[str, np.ndarray]]:

@@ -5,7 +5,7 @@ import stat
 import numpy as np
 import pytest
 
-from lib.atomic import atomic_path, write_atomic
+from lib.atomic import atomic_folder, atomic_path, write_atomic
 
 
 class Crash(BaseException):
@@ -45,3 +45,18 @@ def test_mode_sets_the_permission_bits(tmp_path):
     os.umask(umask)
     write_atomic(tmp_path / "plain", "x")
     assert stat.S_IMODE((tmp_path / "plain").stat().st_mode) == 0o666 & ~umask
+
+
+def test_a_folder_is_swapped_in_whole_and_a_crash_keeps_the_old_one(tmp_path):
+    path = tmp_path / "model"
+    for text in ("old", "new"):
+        with atomic_folder(path) as temp:
+            (temp / "a.txt").write_text(text)
+            (temp / "sub").mkdir()
+            (temp / "sub" / "b.txt").write_text(text)
+    assert (path / "a.txt").read_text() == (path / "sub" / "b.txt").read_text() == "new"
+    with pytest.raises(Crash):
+        with atomic_folder(path) as temp:
+            (temp / "a.txt").write_text("half")
+            raise Crash
+    assert (path / "a.txt").read_text() == "new" and os.listdir(tmp_path) == ["model"]
