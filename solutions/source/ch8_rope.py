@@ -1,5 +1,5 @@
 """Exercise 8.1: RoPE's rotation and its backward pass, RMSNorm and its backward pass."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, collapsed, graded, md, setup
 
 
 STUB = '''
@@ -83,6 +83,9 @@ CELLS = [
     **What is graded.** The cell tagged `graded:ch8_rope`. A grader runs that cell alone, in a sandbox,
     and calls your five functions with hidden tests; nothing else in this notebook is graded. The
     checks below it are a first test you can run yourself.
+    Some hidden tests are *edge tests* (position 0, which is not rotated, and a zero gradient,
+    which a function that returns zeros gets right): they count only once every other test of the
+    same function passes, so that an answer that does almost nothing cannot collect points.
     """),
     setup(),
     md(r"""
@@ -123,49 +126,78 @@ CELLS = [
     md("""
     ## Checks you can run
 
-    RoPE: rotations keep lengths; a query at position m and a key at position n score the same as at
-    positions m + s and n + s (only the offset counts); the backward pass against central
-    differences of a scalar loss; and feeding positions in pieces, with `start` > 0, gives the same
-    as one pass. RMSNorm: each output vector has root mean square |g| when g is constant, and the
-    backward pass against central differences.
+    One property per cell, the targeted ones first: the angles, which dimensions RoPE pairs,
+    rotations that keep lengths and make scores depend on the offset only, positions fed in pieces
+    (`start` > 0), the backward pass against central differences, float32; then RMSNorm against its
+    definition and its backward pass against central differences.
     """),
-    uses('''
+    code('''
     from lib.checks import expect_close, expect_grad, expect_shape
 
     rng = np.random.default_rng(3)
     B, H, T, D = 2, 3, 6, 10
+    q, k = rng.standard_normal((B, H, T, D)), rng.standard_normal((B, H, T, D))
+    x = rng.standard_normal((2, 4, 8))                           # RMSNorm's input (B, T, C)
+    '''),
+    check('''
     cos, sin = rope_cos_sin(0, T, D, 10000.0, np.float64)
     expect_shape("rope_cos_sin", cos, (T, D // 2), np.float64)
     expect_close("cos^2 + sin^2", cos ** 2 + sin ** 2, np.ones((T, D // 2)), rtol=1e-14)
-    expect_close("position 0 is not rotated", np.array([cos[0], sin[0]]), np.array([np.ones(D // 2), np.zeros(D // 2)]),
-                 atol=1e-15)
-
-    q, k = rng.standard_normal((B, H, T, D)), rng.standard_normal((B, H, T, D))
+    c, s = rope_cos_sin(1, 1, 4, 100.0, np.float64)              # position 1, D = 4: angles theta_0, theta_1
+    expect_close("angles at position 1 with D = 4, base 100: theta_i = 100^(-2i/4) = 1, 0.1",
+                 np.arctan2(s, c), np.array([[1.0, 0.1]]), rtol=1e-12)
+    '''),
+    check('''
+    e0 = np.zeros((1, 1, 1, D))
+    e0[..., 0] = 1.0                                             # only dimension 0 set
+    c, s = rope_cos_sin(1, 1, D, 10000.0, np.float64)
+    turned = np.zeros(D)
+    turned[0], turned[D // 2] = c[0, 0], s[0, 0]                 # pair (0, D/2) turned by theta_0
+    expect_close("apply_rope turns dimension 0 with dimension D/2 (the halves' pairs)",
+                 apply_rope(e0, c, s)[0, 0, 0], turned, atol=1e-15)
+    cos, sin = rope_cos_sin(0, T, D, 10000.0, np.float64)
     rq, rk = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     expect_close("rotations keep lengths", np.linalg.norm(rq, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-13)
-    later_cos, later_sin = rope_cos_sin(7, T, D, 10000.0, np.float64)                  # the same, 7 positions later
-    expect_close("scores depend on the offset only", apply_rope(q, later_cos, later_sin) @ np.swapaxes(apply_rope(k, later_cos, later_sin), -1, -2),
+    later = rope_cos_sin(7, T, D, 10000.0, np.float64)           # the same positions, 7 later
+    expect_close("scores depend on the offset only",
+                 apply_rope(q, *later) @ np.swapaxes(apply_rope(k, *later), -1, -2),
                  rq @ np.swapaxes(rk, -1, -2), rtol=1e-12, atol=1e-12)
-    pieces = [apply_rope(q[:, :, a:b], *rope_cos_sin(a, b - a, D, 10000.0, np.float64)) for a, b in [(0, 4), (4, 5), (5, 6)]]
-    expect_close("positions in pieces (start > 0)", np.concatenate(pieces, axis=2), rq, rtol=1e-14)
-
+    '''),
+    check('''
+    spans = [(0, 4), (4, 5), (5, 6)]
+    pieces = [apply_rope(q[:, :, a:b], *rope_cos_sin(a, b - a, D, 10000.0, np.float64)) for a, b in spans]
+    whole = apply_rope(q, *rope_cos_sin(0, T, D, 10000.0, np.float64))
+    expect_close("positions in pieces (start > 0)", np.concatenate(pieces, axis=2), whole, rtol=1e-14)
+    '''),
+    check('''
     dy = rng.standard_normal((B, H, T, D))
+    cos, sin = rope_cos_sin(0, T, D, 10000.0, np.float64)
     expect_grad("apply_rope_backward", lambda x: (apply_rope(x, cos, sin) * dy).sum(),
                 lambda x: apply_rope_backward(dy, cos, sin), q)
+    '''),
+    check('''
     cos32, sin32 = rope_cos_sin(3, T, D, 500.0, np.float32)
-    expect_shape("apply_rope keeps float32", apply_rope(q.astype(np.float32), cos32, sin32), (B, H, T, D), np.float32)
-
-    x, g = rng.standard_normal((2, 4, 8)), rng.standard_normal(8)
+    expect_shape("rope_cos_sin in float32", cos32, (T, D // 2), np.float32)
+    expect_shape("apply_rope keeps float32", apply_rope(q.astype(np.float32), cos32, sin32), (B, H, T, D),
+                 np.float32)
+    '''),
+    check('''
+    x4 = np.array([[1.0, 2.0, 3.0, 4.0]])                        # mean 2.5, mean square 7.5
+    expect_close("rmsnorm([1, 2, 3, 4]) = x / sqrt(7.5): no mean is subtracted", rmsnorm(x4, np.ones(4), 0.0),
+                 x4 / np.sqrt(7.5), rtol=1e-12)
     y = rmsnorm(x, np.full(8, 1.5), 1e-5)
-    expect_close("rms of the output with weight 1.5", np.sqrt((y * y).mean(axis=-1)), np.full((2, 4), 1.5), rtol=1e-4)
-    dy = rng.standard_normal(x.shape)
+    expect_close("rms of the output with weight 1.5", np.sqrt((y * y).mean(axis=-1)), np.full((2, 4), 1.5),
+                 rtol=1e-4)
+    '''),
+    check('''
+    g, dy = rng.standard_normal(8), rng.standard_normal(x.shape)
     expect_grad("rmsnorm_backward: dx", lambda v: (rmsnorm(v, g, 1e-5) * dy).sum(),
-                lambda v: rmsnorm_backward(dy, v, g, 1e-5)[0], x)
+                lambda v: rmsnorm_backward(dy, v, g, 1e-5)[0], x, axes="btc")
     expect_grad("rmsnorm_backward: dweight", lambda w: (rmsnorm(x, w, 1e-5) * dy).sum(),
                 lambda w: rmsnorm_backward(dy, x, w, 1e-5)[1], g)
     small = 1e-3 * x                                             # eps is not negligible here
     expect_grad("rmsnorm_backward on small vectors", lambda v: (rmsnorm(v, g, 1e-5) * dy).sum(),
-                lambda v: rmsnorm_backward(dy, v, g, 1e-5)[0], small)
+                lambda v: rmsnorm_backward(dy, v, g, 1e-5)[0], small, axes="btc")
     '''),
     md("""
     ## Yours inside a model
@@ -176,7 +208,7 @@ CELLS = [
     a small float64 model with RoPE and RMSNorm, and checks its logits and every gradient against
     the same model running lib's versions.
     """),
-    uses('''
+    check('''
     from contextlib import contextmanager
 
     from lib.config import GPTConfig
@@ -226,9 +258,10 @@ CELLS = [
     md("""
     ## Compare with lib
 
-    lib's versions, which the chapter used without showing them:
+    lib's versions, which the chapter used without showing them: open the cell below once your
+    checks pass.
     """),
-    code('''
+    collapsed('''
     from lib.display import show
     from lib.numpy_twin import model as nm
 
