@@ -10,13 +10,21 @@ the notebook sources), `grader/` (the grader and this module) and the tests that
 answers shown before their exercise (`tools/answer_leaks.py`): without hidden tests there is
 nothing for students to grade with.
 
+The release is the public repository's content (book/running.md, "Publishing the book"): its
+`_config.yml` names the public repository (`release:` in this repository's `_config.yml`) under
+`repository:`, without the `release:` block, and every notebook's setup cell clones it, so the
+launch buttons, Colab and GitHub Pages never point students at the instructors' repository.
+
 After writing, the release is checked: no path under solutions/ or grader/, and no file
 containing a solution's graded code or a hidden test's source line that is specific enough to
 identify it. OUTDIR must be empty or absent (--force empties it first).
+
+    python -m grader.release --check DIR     # the same search in any folder (a built book)
 """
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -25,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED_DIRS = ("solutions", "grader", ".git")
 EXCLUDED_FILES = ("tests/test_grader.py", "tests/test_classroom.py", "tests/test_release.py",
-                  "tools/answer_leaks.py")
+                  "tests/test_publish.py", "tools/answer_leaks.py")
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
@@ -64,6 +72,16 @@ def secrets(root: Path = ROOT) -> list[tuple[str, str]]:
     return found
 
 
+def _cell_sources(text: str) -> list[str]:
+    """A notebook's cell sources from its JSON text (none if it is not a notebook)."""
+    try:
+        cells = json.loads(text).get("cells", [])
+    except (ValueError, AttributeError):
+        return []
+    return ["".join(c["source"]) if isinstance(c.get("source"), list) else str(c.get("source", ""))
+            for c in cells if isinstance(c, dict)]
+
+
 def check_release(out: Path, root: Path = ROOT) -> list[str]:
     """Problems found in a written release (empty when it is clean)."""
     problems = []
@@ -78,6 +96,8 @@ def check_release(out: Path, root: Path = ROOT) -> list[str]:
             text = p.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
             continue
+        if p.suffix == ".ipynb":                             # its cells as written, not as JSON strings
+            text += "\n".join(_cell_sources(text))
         for where, secret in hidden:
             if secret and secret in text:
                 problems.append(f"{p.relative_to(out)} contains text of {where}")
@@ -103,17 +123,72 @@ def release(out, force: bool = False, root: Path = ROOT) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / rel, target)
         written.append(rel)
+    point_at_public_repository(out, root)
     problems = check_release(out, root)
     if problems:
         raise RuntimeError("the release leaks answers:\n" + "\n".join(problems))
     return written
 
 
+def public_config(text: str, url: str, branch: str) -> str:
+    """_config.yml's text with `repository:` naming url and branch and without the `release:` block
+    (a line edit, so every comment stays)."""
+    lines, block, kept = text.splitlines(keepends=True), None, []
+    for line in lines:
+        if line[:1] not in (" ", "\n", ""):
+            block = None if line.startswith("#") else line.split(":")[0]   # a top-level line ends a block
+        if block == "release":
+            continue
+        if block == "repository" and line.startswith("  url:"):
+            line = f'  url: "{url}"\n'
+        elif block == "repository" and line.startswith("  branch:"):
+            line = f"  branch: {branch}\n"
+        kept.append(line)
+    return "".join(kept)
+
+
+def point_at_public_repository(out: Path, root: Path = ROOT) -> tuple[str, str]:
+    """Make the release name the public repository: its _config.yml, then every notebook's setup
+    cell, written from that config as tools/setup_cell.py writes them. Returns (url, branch)."""
+    import nbformat
+
+    if str(root / "tools") not in sys.path:
+        sys.path.insert(0, str(root / "tools"))
+    from setup_cell import MARKER, repository, setup_source  # noqa: E402  (tools/ is a folder of scripts)
+
+    private_url, _ = repository(root / "_config.yml")
+    url, branch = repository(root / "_config.yml", "release")
+    config = out / "_config.yml"
+    config.write_text(public_config(config.read_text(), url, branch))
+    source = setup_source(config)
+    for path in sorted(out.glob("*/*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        first = next((cell for cell in nb.cells if cell.cell_type == "code"), None)
+        if first is not None and MARKER in first.source and first.source != source:
+            first.source = source
+            nbformat.write(nb, path, version=4)
+    for path in out.rglob("*"):                              # the rest: `git clone` lines in the docs
+        if path.suffix in (".md", ".py", ".ipynb", ".yml", ".txt", ".toml") and path.is_file():
+            text = path.read_text(encoding="utf-8")
+            if private_url in text:
+                path.write_text(text.replace(private_url, url), encoding="utf-8")
+    return url, branch
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.release", description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path, help="folder to write the student version into")
     parser.add_argument("--force", action="store_true", help="empty OUTDIR first if it has files")
+    parser.add_argument("--check", action="store_true", help="write nothing: search OUTDIR (a release, a built "
+                                                             "book) for answers")
     args = parser.parse_args(argv)
+    if args.check:
+        problems = check_release(args.outdir) if args.outdir.is_dir() else [f"{args.outdir} is not a folder"]
+        for problem in problems:
+            print(f"grader.release: {problem}", file=sys.stderr)
+        if not problems:
+            print(f"{args.outdir}: no solution, hidden test or grader")
+        return 1 if problems else 0
     try:
         written = release(args.outdir, force=args.force)
     except (ValueError, FileExistsError, RuntimeError) as e:

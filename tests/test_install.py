@@ -1,4 +1,5 @@
-"""What a fresh install leaves behind: Python's codec registry as Python made it.
+"""What a fresh install leaves behind: Python's codec registry as Python made it, and the
+commands that run the notebooks locally (`jupyter lab`, `jupyter nbconvert`).
 
 A dependency once installed a .pth file that registered, at every interpreter start, a codec
 search function answering every codec name, so later lookups (the bibliography's LaTeX codec in
@@ -8,6 +9,7 @@ so any .pth file of any installed package takes part.
 import codecs
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +40,12 @@ def test_the_bibliography_codec_decodes_text():
     run = fresh("import codecs, latexcodec\nprint(codecs.decode('caf\\\\\\'e', 'ulatex'))")
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "café"
+
+
+@pytest.mark.parametrize("command", ["lab", "nbconvert"])
+def test_the_notebook_commands_are_installed(command):
+    # book/running.md: `jupyter lab` opens the chapters, `jupyter nbconvert --execute` runs one
+    jupyter = Path(sys.executable).parent / "jupyter"
+    assert jupyter.is_file(), f"no {jupyter}: the install step installs jupyterlab and nbconvert"
+    run = subprocess.run([str(jupyter), command, "--version"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip()[:1].isdigit(), run.stdout + run.stderr

@@ -2,9 +2,13 @@
 
     python tools/setup_cell.py            # write it into the chapters, then rebuild the exercises
     python tools/setup_cell.py --check    # list the notebooks whose setup cell is not current, exit 1
+    python tools/setup_cell.py --github-output   # url=, branch= (and release_url=, release_branch=)
 
 The repository's address and branch are written once, under `repository:` in `_config.yml`.
-The book's launch buttons read them there (Jupyter Book), and so does this tool. The exercise
+The book's launch buttons read them there (Jupyter Book), and so does this tool. In the
+instructors' repository `release:` names the public one: `python -m grader.release` writes it
+into the student version's `_config.yml` and rewrites the setup cells there with
+`setup_source` (book/running.md, "Publishing the book"). The exercise
 and solution notebooks get the same cell through solutions/build_notebooks.py, which imports
 `setup_source` from here. tests/test_colab.py runs the check.
 
@@ -46,14 +50,25 @@ if "google.colab" in sys.modules:  # in Colab: fetch and install the course and 
     print(f"course ready in {{COURSE}}")'''
 
 
-def repository(config_path=CONFIG):
-    """(url, branch) from `repository:` in _config.yml."""
-    repo = yaml.safe_load(Path(config_path).read_text()).get("repository") or {}
+def repository(config_path=CONFIG, key="repository"):
+    """(url, branch) from `repository:` in _config.yml (`release:`: the public repository)."""
+    repo = yaml.safe_load(Path(config_path).read_text()).get(key) or {}
     url, branch = repo.get("url"), repo.get("branch")
     if not (isinstance(url, str) and url.startswith(("https://", "file://", "/")) and isinstance(branch, str) and branch):
-        raise ValueError(f"{config_path}: `repository:` needs `url` (https://...) and `branch`; got url={url!r}, "
+        raise ValueError(f"{config_path}: `{key}:` needs `url` (https://...) and `branch`; got url={url!r}, "
                          f"branch={branch!r}")
     return url, branch
+
+
+def github_output(config_path=CONFIG):
+    """The lines the publishing workflow reads (key=value): this repository's URL and branch and,
+    in the instructors' repository, the public one's (`release:`)."""
+    url, branch = repository(config_path)
+    lines = [f"url={url}", f"branch={branch}"]
+    if "release" in (yaml.safe_load(Path(config_path).read_text()) or {}):
+        public_url, public_branch = repository(config_path, "release")
+        lines += [f"release_url={public_url}", f"release_branch={public_branch}"]
+    return "\n".join(lines)
 
 
 def setup_source(config_path=CONFIG):
@@ -93,7 +108,12 @@ def write_chapters(config_path=CONFIG):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only list the notebooks that are not current")
+    parser.add_argument("--github-output", action="store_true", help="print the repositories' URLs and branches "
+                                                                     "as key=value lines, for $GITHUB_OUTPUT")
     args = parser.parse_args(argv)
+    if args.github_output:
+        print(github_output())
+        return
     if args.check:
         stale = stale_notebooks()
         for path in stale:
