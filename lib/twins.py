@@ -7,8 +7,9 @@
 - `as_model_ids(model, ids)`: token ids (a list, a numpy array, a tensor) as the model's twin takes
   them: a numpy int64 array, or a torch int64 tensor on the model's device.
 - `to_numpy(x)`: a twin's output (array, tensor, or a tuple/list of them) as numpy arrays.
-- `forward(model, ids, **options)`: `model.forward` on token ids with either twin, without
-  gradients, its outputs as numpy arrays.
+- `forward(model, ids)`: `model.forward` on token ids with either twin, without gradients, the
+  logits as a numpy array; `forward_outputs(model, ids, return_attention)` the same for
+  `model.forward_outputs`, each of its `Outputs` as numpy arrays.
 """
 from __future__ import annotations
 
@@ -60,10 +61,18 @@ def to_numpy(x):
     return np.asarray(x)
 
 
-def forward(model, ids, **options):
-    ids = as_model_ids(model, ids)
-    if twin_of(model) == "numpy":
-        return model.forward(ids, **options)
+def forward(model, ids):
+    return _without_grad(model.forward, as_model_ids(model, ids))
+
+
+def forward_outputs(model, ids, return_attention=False):
+    out = _without_grad(model.forward_outputs, as_model_ids(model, ids), return_attention=return_attention)
+    return type(out)(*(None if v is None else to_numpy(v) for v in out))
+
+
+def _without_grad(method, ids, **options):
+    if twin_of(method.__self__) == "numpy":
+        return method(ids, **options)
     import torch
     with torch.no_grad():
-        return to_numpy(model.forward(ids, **options))
+        return to_numpy(method(ids, **options))

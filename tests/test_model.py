@@ -8,7 +8,10 @@ Tolerances (float32 on the CPU):
 - gradients: per tensor ||g_numpy - g_torch|| / ||g_torch|| <= 1e-4 in float32 (rounding of
   sums over B*T positions), <= 1e-8 in float64 (where the two should agree to ~1e-13).
 """
+import importlib
+import inspect
 import json
+import pkgutil
 
 import numpy as np
 import pytest
@@ -68,6 +71,67 @@ def test_twins_export_the_same_names():
     assert numpy_names == torch_names == list(param_shapes(tiny()))
 
 
+# What only one twin has, and why. numpy writes every backward pass (torch: autograd), keeps the
+# gradients and dropout's generator on the model (torch: each parameter's .grad, torch's
+# generator) and builds a model in a dtype (torch: .to()); torch places tensors on a device and
+# chooses how often generation reads it.
+ONE_SIDED = {
+    "numpy": {"backward", "grads", "seed_dropout", "Dropout.__init__(seed)", "GPT.__init__(dtype)"},
+    "torch": {"KVCache.__init__(device)", "Stream.__init__(sample_on_device)", "Stream.__init__(check_every)"},
+}
+
+
+def own_methods(cls):
+    """{name: parameter names} of the methods, properties and __init__ a class defines itself."""
+    methods = {}
+    for name, member in vars(cls).items():
+        if name.startswith("_") and name != "__init__":
+            continue
+        function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+        if callable(function):
+            names = list(inspect.signature(function).parameters)
+            methods[name] = names if isinstance(member, staticmethod) else names[1:]   # no self, cls
+    return methods
+
+
+def mirror_drifts(numpy_cls, torch_cls):
+    """What one twin's class has that the other's lacks: a method, or a parameter of a method.
+    A method one class inherits from torch (nn.Module, torch.optim.Optimizer) counts as had."""
+    a, b = own_methods(numpy_cls), own_methods(torch_cls)
+    drifts = []
+    for name in sorted(set(a) | set(b)):
+        for twin, mine, other, other_cls in (("numpy", a, b, torch_cls), ("torch", b, a, numpy_cls)):
+            if name in mine and name not in other and not hasattr(other_cls, name) \
+                    and name not in ONE_SIDED[twin]:
+                drifts.append(f"{twin} only: {numpy_cls.__name__}.{name}")
+        if name in a and name in b:
+            for twin, mine, other in (("numpy", a, b), ("torch", b, a)):
+                drifts += [f"{twin} only: {numpy_cls.__name__}.{name}({p})" for p in mine[name]
+                           if p not in other[name] and f"{numpy_cls.__name__}.{name}({p})" not in ONE_SIDED[twin]]
+            if [p for p in a[name] if p in b[name]] != [p for p in b[name] if p in a[name]]:
+                drifts.append(f"order: {numpy_cls.__name__}.{name} {a[name]} vs {b[name]}")
+    return drifts
+
+
+def test_twins_classes_define_the_same_methods_with_the_same_parameters():
+    """Every module both twins have; in it, every class both define (torch's classes taken from
+    torch itself, such as Linear = nn.Linear, stand for their own numpy twins)."""
+    modules = sorted({m.name for m in pkgutil.iter_modules(nt.__path__)}
+                     & {m.name for m in pkgutil.iter_modules(tt.__path__)})
+    assert {"model", "generate", "train", "finetune"} <= set(modules)
+    drifts, compared = [], 0
+    for module in modules:
+        a, b = (importlib.import_module(f"{twin.__name__}.{module}") for twin in (nt, tt))
+        for name, numpy_cls in vars(a).items():
+            torch_cls = getattr(b, name, None)
+            if inspect.isclass(numpy_cls) and numpy_cls.__module__ == a.__name__ \
+                    and inspect.isclass(torch_cls) and torch_cls.__module__ == b.__name__:
+                drifts += [f"{module}: {d}" for d in mirror_drifts(numpy_cls, torch_cls)]
+                compared += 1
+    assert compared >= 10
+    assert not drifts, "the twins drift apart:\n" + "\n".join(drifts)
+
+
 def test_same_seed_same_weights_and_init_scale():
     cfg = tiny(n_layer=4)
     a, b = nt.GPT(cfg, seed=3), tt.GPT(cfg, seed=3)
@@ -99,9 +163,9 @@ def test_twins_same_logits_each_activation(activation):
 def test_attention_and_hidden_outputs():
     cfg = tiny()
     idx = np.random.default_rng(2).integers(0, cfg.vocab_size, (2, 10))
-    logits, atts, hidden = nt.GPT(cfg).forward(idx, return_attention=True, return_hidden=True)
+    logits, hidden, atts = nt.GPT(cfg).forward_outputs(idx, return_attention=True)
     with torch.no_grad():
-        logits_t, atts_t, hidden_t = tt.GPT(cfg)(torch.as_tensor(idx), return_attention=True, return_hidden=True)
+        logits_t, hidden_t, atts_t = tt.GPT(cfg).forward_outputs(torch.as_tensor(idx), return_attention=True)
     assert len(atts) == len(atts_t) == cfg.n_layer
     assert atts[0].shape == tuple(atts_t[0].shape) == (2, cfg.n_head, 10, 10)
     np.testing.assert_allclose(atts[0].sum(-1), 1.0, atol=1e-5)           # rows are distributions
@@ -110,6 +174,10 @@ def test_attention_and_hidden_outputs():
         assert np.abs(a - b.numpy()).max() <= 1e-5
     assert np.abs(hidden - hidden_t.numpy()).max() <= LOGIT_ATOL
     assert np.abs(logits_t.numpy() - logits_torch(tt.GPT(cfg), idx)).max() <= LOGIT_ATOL  # explicit path == SDPA
+    torch_model = tt.GPT(cfg)
+    assert torch_model.forward_outputs(torch.as_tensor(idx)).attentions is None
+    assert nt.GPT(cfg).forward_outputs(idx).attentions is None
+    assert not any(block.attn.keep_attention for block in torch_model.h)   # forward is SDPA's again
 
 
 @pytest.mark.parametrize("twin", ["numpy", "torch"])

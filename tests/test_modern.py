@@ -138,9 +138,9 @@ def test_twins_same_logits(name):
 def test_attention_and_hidden_with_gqa_and_rope():
     cfg = tiny(**MODERN)
     idx = np.random.default_rng(2).integers(0, cfg.vocab_size, (2, 10))
-    logits, atts, hidden = nt.GPT(cfg).forward(idx, return_attention=True, return_hidden=True)
+    logits, hidden, atts = nt.GPT(cfg).forward_outputs(idx, return_attention=True)
     with torch.no_grad():
-        logits_t, atts_t, hidden_t = tt.GPT(cfg)(torch.as_tensor(idx), return_attention=True, return_hidden=True)
+        logits_t, hidden_t, atts_t = tt.GPT(cfg).forward_outputs(torch.as_tensor(idx), return_attention=True)
     assert atts[0].shape == tuple(atts_t[0].shape) == (2, 4, 10, 10)           # one map per query head
     np.testing.assert_allclose(atts[1].sum(-1), 1.0, atol=1e-5)
     for a, b in zip(atts, atts_t):

@@ -169,7 +169,7 @@ def test_static_attention_viewer(model):
     check_contract(w.html, initial=[1, 2])
     data = widget_data(w.html)
     ids = np.array([TOK.encode(PROMPT)])
-    _, atts = model.forward(ids, return_attention=True)     # n_layer x (1, H, T, T)
+    atts = model.forward_outputs(ids, return_attention=True).attentions  # n_layer x (1, H, T, T)
     att = np.stack([a[0] for a in atts])                     # (L, H, T, T)
     for layer, head in [(0, 0), (3, 1)]:
         view = data["views"][data["index"][flat([layer, head], data["labels"])]][0]

@@ -52,7 +52,7 @@ def finetune_loss(model, head, x, labels, lm_weight):
     """Forward and backward of L3 = L2 + lm_weight * L1 on one batch; the gradients add into
     model.grads and head.grads. x: (B, T) ids ending in the classify token; labels: (B,).
     Returns (L3, L2, L1) as floats."""
-    logits, hidden = model.forward(x, return_hidden=True)   # (B, T, V), (B, T, C)
+    logits, hidden, _ = model.forward_outputs(x)             # (B, T, V), (B, T, C)
     scores, head_cache = head.forward(hidden)                # (B, K)
     cls_loss, dscores = cross_entropy(scores[:, None], labels[:, None])  # L2, as a (B, 1, K) batch
     lm_loss, dlm = cross_entropy(logits[:, :-1], x[:, 1:])   # L1: each position predicts the next token
@@ -85,6 +85,6 @@ def predict(model, head, x, batch_size=256):
     """The predicted class (N,) of each row of x (N, T): the head's highest score."""
     out = []
     for i in range(0, len(x), batch_size):
-        _, hidden = model.forward(np.asarray(x[i:i + batch_size]), return_hidden=True)  # (b, T, C)
+        hidden = model.forward_outputs(np.asarray(x[i:i + batch_size])).hidden  # (b, T, C)
         out.append(head.forward(hidden)[0].argmax(axis=-1))  # (b,)
     return np.concatenate(out)

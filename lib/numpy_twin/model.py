@@ -11,6 +11,7 @@ G = kv_heads (key/value heads, H unless GQA/MQA), F = hidden_dim (feed-forward w
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -186,6 +187,10 @@ class Module:
     def eval(self):
         return self.train(False)
 
+    def state_dict(self):
+        """{name: parameter}, as torch's `state_dict` (the arrays themselves, not copies)."""
+        return dict(self.named_parameters())
+
     def astype(self, dtype):
         """Convert every parameter (and gradient) to `dtype`, e.g. float64 for gradient checks."""
         for m in self.modules():
@@ -311,6 +316,20 @@ class RMSNorm(Module):
 NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
+class AttentionCache(NamedTuple):
+    """What CausalSelfAttention.backward needs from its forward; `att` (B, H, T, S) are the
+    attention weights (S = start + T keys), which the attention viewer also reads."""
+    c_attn: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    att: np.ndarray
+    att_mask: np.ndarray | None
+    c_proj: np.ndarray
+    resid_mask: np.ndarray | None
+    rope: tuple | None
+
+
 class CausalSelfAttention(Module):
     """Multi-head attention where each position sees only itself and earlier positions.
     With G = kv_heads < H (GQA; G = 1 is MQA) each key/value head serves H / G query heads;
@@ -349,14 +368,14 @@ class CausalSelfAttention(Module):
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
         out, c_proj_cache = self.c_proj.forward(y)           # (B, T, C)
         out, resid_mask = self.resid_dropout.forward(out)
-        return out, (c_attn_cache, q, k, v, att, att_mask, c_proj_cache, resid_mask, rope)
+        return out, AttentionCache(c_attn_cache, q, k, v, att, att_mask, c_proj_cache, resid_mask, rope)
 
     def backward(self, dout, cache):                         # dout: (B, T, C)
-        c_attn_cache, q, k, v, att, att_mask, c_proj_cache, resid_mask, rope = cache
+        q, k, v, att, att_mask, rope = cache.q, cache.k, cache.v, cache.att, cache.att_mask, cache.rope
         B, H, T, D = q.shape
         n = H // self.n_kv_head                              # query heads per key/value head
-        dout = self.resid_dropout.backward(dout, resid_mask)
-        dy = self.c_proj.backward(dout, c_proj_cache)        # (B, T, C)
+        dout = self.resid_dropout.backward(dout, cache.resid_mask)
+        dy = self.c_proj.backward(dout, cache.c_proj)        # (B, T, C)
         dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)    # (B, H, T, D)
         kept = att if att_mask is None else att * att_mask   # the weights that multiplied v
         dv = kept.transpose(0, 1, 3, 2) @ dy                 # (B, H, T, D)
@@ -370,7 +389,7 @@ class CausalSelfAttention(Module):
         if rope is not None:
             dq, dk = apply_rope_backward(dq, *rope), apply_rope_backward(dk, *rope)
         dqkv = np.concatenate([dq, dk, dv], axis=1).transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, T, (H + 2G) D)
-        return self.c_attn.backward(dqkv, c_attn_cache)      # (B, T, C)
+        return self.c_attn.backward(dqkv, cache.c_attn)      # (B, T, C)
 
 
 class MLP(Module):
@@ -425,6 +444,14 @@ class SwiGLU(Module):
 MLPS = {"mlp": MLP, "swiglu": SwiGLU}
 
 
+class BlockCache(NamedTuple):
+    """What Block.backward needs: each sub-layer's cache, by the sub-layer's name."""
+    ln_1: tuple
+    attn: AttentionCache
+    ln_2: tuple
+    mlp: tuple
+
+
 class Block(Module):
     """Pre-norm residual block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
 
@@ -440,7 +467,7 @@ class Block(Module):
         x = x + a
         m, ln_2_cache = self.ln_2.forward(x)
         m, mlp_cache = self.mlp.forward(m)
-        return x + m, (ln_1_cache, attn_cache, ln_2_cache, mlp_cache)
+        return x + m, BlockCache(ln_1_cache, attn_cache, ln_2_cache, mlp_cache)
 
     def backward(self, dx, cache):                           # dx: (B, T, C)
         ln_1_cache, attn_cache, ln_2_cache, mlp_cache = cache
@@ -463,6 +490,25 @@ class KVCache:
         self.k[layer][:, :, self.length:end] = k
         self.v[layer][:, :, self.length:end] = v
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, G, end, D)
+
+
+class Outputs(NamedTuple):
+    """What GPT.forward_outputs returns: the logits (B, T, V), the hidden states after ln_f
+    (B, T, C), which a task head reads (chapter 7), and, when asked for, every layer's attention
+    weights (n_layer x (B, H, T, S), S = keys seen), else None."""
+    logits: np.ndarray
+    hidden: np.ndarray
+    attentions: list | None
+
+
+class ForwardCache(NamedTuple):
+    """What GPT.backward needs from the last forward without a KV cache."""
+    tok: np.ndarray
+    pos: np.ndarray | None
+    drop_mask: np.ndarray | None
+    blocks: list
+    ln_f: tuple
+    hidden: np.ndarray
 
 
 class GPT(Module):
@@ -489,9 +535,14 @@ class GPT(Module):
                 m.rng = self.dropout_rng
 
     # ---- forward and backward -------------------------------------------------------------
-    def forward(self, idx, return_attention=False, return_hidden=False, kv_cache=None):
+    def forward(self, idx, kv_cache=None):
         """idx: (B, T) token ids -> logits (B, T, V). With a `kv_cache`, idx holds only the new
         positions, which attend to everything cached. Without one, what backward needs is kept."""
+        return self.forward_outputs(idx, kv_cache).logits
+
+    def forward_outputs(self, idx, kv_cache=None, return_attention=False) -> Outputs:
+        """The same forward pass, returning its `Outputs`: logits, hidden states and, with
+        return_attention, every layer's attention weights."""
         idx = self._check_idx(idx, kv_cache)
         B, T = idx.shape
         start = 0 if kv_cache is None else kv_cache.length
@@ -506,37 +557,38 @@ class GPT(Module):
             x, cache = block.forward(x, kv_cache, layer)
             block_caches.append(cache)
         hidden, ln_f_cache = self.ln_f.forward(x)            # (B, T, C)
-        logits = (hidden.reshape(B * T, -1) @ self.wte.weight.T).reshape(B, T, -1)  # (B, T, V): tied head
+        logits = self.lm_head(hidden)                        # (B, T, V)
         if kv_cache is None:
-            self._cache = (tok_cache, pos_cache, drop_mask, block_caches, ln_f_cache, hidden)
+            self._cache = ForwardCache(tok_cache, pos_cache, drop_mask, block_caches, ln_f_cache, hidden)
         else:
             kv_cache.length += T
-        extras = []
-        if return_attention:
-            extras.append([c[1][4] for c in block_caches])   # n_layer x (B, H, T, T)
-        if return_hidden:
-            extras.append(hidden)
-        return (logits, *extras) if extras else logits
+        attentions = [c.attn.att for c in block_caches] if return_attention else None  # n_layer x (B, H, T, S)
+        return Outputs(logits, hidden, attentions)
+
+    def lm_head(self, hidden):                               # (B, T, C) -> (B, T, V)
+        """The output head, tied to wte."""
+        B, T, C = hidden.shape
+        return (hidden.reshape(B * T, C) @ self.wte.weight.T).reshape(B, T, -1)
 
     def backward(self, dlogits, dhidden=None):
         """dlogits: (B, T, V), the loss's gradient w.r.t. the last forward's logits; dhidden
-        (B, T, C), optional, its gradient w.r.t. the hidden states (`return_hidden`) where a
+        (B, T, C), optional, its gradient w.r.t. the hidden states (`forward_outputs`) where a
         task head reads them (chapter 7). Adds into `self.grads` ({name: gradient};
         `zero_grad()` clears them, as in torch) and releases the forward's cache."""
         if self._cache is None:
             raise RuntimeError("backward() needs a forward() without kv_cache first")
-        tok_cache, pos_cache, drop_mask, block_caches, ln_f_cache, hidden = self._cache
-        self._cache = None
+        cache, self._cache = self._cache, None
+        hidden = cache.hidden
         C = hidden.shape[-1]
         self.wte.grads["weight"] += dlogits.reshape(-1, dlogits.shape[-1]).T @ hidden.reshape(-1, C)  # (V, C)
         dhidden_lm = dlogits @ self.wte.weight                # (B, T, C)
-        dx = self.ln_f.backward(dhidden_lm if dhidden is None else dhidden_lm + dhidden, ln_f_cache)  # (B, T, C)
-        for block, cache in zip(reversed(self.h), reversed(block_caches)):
-            dx = block.backward(dx, cache)
-        dx = self.drop.backward(dx, drop_mask)
-        self.wte.backward(dx, tok_cache)
+        dx = self.ln_f.backward(dhidden_lm if dhidden is None else dhidden_lm + dhidden, cache.ln_f)  # (B, T, C)
+        for block, block_cache in zip(reversed(self.h), reversed(cache.blocks)):
+            dx = block.backward(dx, block_cache)
+        dx = self.drop.backward(dx, cache.drop_mask)
+        self.wte.backward(dx, cache.tok)
         if self.wpe is not None:
-            self.wpe.backward(dx.sum(axis=0, keepdims=True), pos_cache)
+            self.wpe.backward(dx.sum(axis=0, keepdims=True), cache.pos)
 
     @property
     def grads(self) -> dict[str, np.ndarray]:
@@ -568,8 +620,10 @@ class GPT(Module):
         return stream(self, idx, max_new_tokens, **options)
 
     # ---- parameters and files -------------------------------------------------------------
-    def state_dict(self) -> dict[str, np.ndarray]:
-        return dict(self.named_parameters())
+    def state_dict_numpy(self) -> dict[str, np.ndarray]:
+        """{name: array}: the parameters under the course's names (lib.config.param_shapes), as
+        numpy arrays in either twin. Here they are the model's own arrays, as `state_dict()` gives."""
+        return self.state_dict()
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         from ..weights import check_state
@@ -581,7 +635,7 @@ class GPT(Module):
         return sum(p.size for _, p in self.named_parameters())
 
     def save(self, path) -> None:
-        save_state(path, self.config, self.state_dict())
+        save_state(path, self.config, self.state_dict_numpy())
 
     @classmethod
     def load(cls, path) -> "GPT":

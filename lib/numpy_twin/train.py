@@ -57,6 +57,7 @@ class AdamW:
         m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2
         p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
     """
+    steps = 0                                                # updates taken (torch's: a property)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         self.params = dict(params)
@@ -64,7 +65,6 @@ class AdamW:
         self.decay = {name: uses_weight_decay(name, p.ndim) for name, p in self.params.items()}
         self.exp_avg = {name: np.zeros_like(p) for name, p in self.params.items()}     # m
         self.exp_avg_sq = {name: np.zeros_like(p) for name, p in self.params.items()}  # v
-        self.steps = 0
 
     def step(self, grads):
         """One update from `grads` ({name: gradient}, e.g. `model.grads`) at the current `self.lr`."""

@@ -46,7 +46,7 @@ class ClassifierHead(nn.Linear):
 def finetune_loss(model, head, x, labels, lm_weight):
     """L3 = L2 + lm_weight * L1 on one batch, as tensors (L3, L2, L1). x: (B, T) ids ending in the
     classify token; labels: (B,)."""
-    logits, hidden = model(x, return_hidden=True)             # (B, T, V), (B, T, C)
+    logits, hidden, _ = model.forward_outputs(x)              # (B, T, V), (B, T, C)
     cls_loss = cross_entropy(head(hidden)[:, None], labels[:, None])  # L2, as a (B, 1, K) batch
     lm_loss = cross_entropy(logits[:, :-1], x[:, 1:])         # L1: each position predicts the next token
     return cls_loss + lm_weight * lm_loss, cls_loss, lm_loss
@@ -80,6 +80,6 @@ def predict(model, head, x, batch_size=256):
     device = model.wte.weight.device
     out = []
     for i in range(0, len(x), batch_size):
-        _, hidden = model(torch.as_tensor(x[i:i + batch_size], device=device), return_hidden=True)  # (b, T, C)
+        hidden = model.forward_outputs(torch.as_tensor(x[i:i + batch_size], device=device)).hidden  # (b, T, C)
         out.append(head(hidden).argmax(dim=-1))             # (b,), on the device
     return torch.cat(out).cpu().numpy()                      # (N,): one read, after the loop

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -98,7 +99,10 @@ class Dropout(nn.Dropout):
 class CausalSelfAttention(nn.Module):
     """Multi-head attention where each position sees only itself and earlier positions.
     With G = kv_heads < H (GQA; G = 1 is MQA) each key/value head serves H / G query heads;
-    with RoPE, q and k are turned by their positions' angles before the scores."""
+    with RoPE, q and k are turned by their positions' angles before the scores.
+    forward returns (output, weights): the weights (B, H, T, S) when they were computed
+    explicitly (`keep_attention`, set by GPT.forward_outputs, or a given dropout mask), else None."""
+    keep_attention = False
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -110,7 +114,7 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = Dropout(config.dropout)           # on the attention weights
         self.resid_dropout = Dropout(config.dropout)          # on the output, before the residual add
 
-    def forward(self, x, kv_cache=None, layer=0, return_attention=False):  # x: (B, T, C)
+    def forward(self, x, kv_cache=None, layer=0):             # x: (B, T, C)
         B, T, C = x.shape
         H, G, D = self.n_head, self.n_kv_head, C // self.n_head
         qkv = self.c_attn(x).view(B, T, H + 2 * G, D).transpose(1, 2)  # (B, H + 2G, T, D)
@@ -124,7 +128,7 @@ class CausalSelfAttention(nn.Module):
         k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)     # (B, H, start + T, D)
         att = None
         p = self.attn_dropout.p if self.training else 0.0     # SDPA drops attention weights itself
-        if return_attention or self.attn_dropout.mask is not None:  # explicit path: the viewer, given masks
+        if self.keep_attention or self.attn_dropout.mask is not None:  # explicit path: the viewer, given masks
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # (B, H, T, start + T)
             future = torch.ones(T, start + T, dtype=torch.bool, device=x.device).triu(start + 1)
             att = torch.softmax(att.masked_fill(future, float("-inf")), dim=-1)
@@ -180,8 +184,8 @@ class Block(nn.Module):
         self.ln_2 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
 
-    def forward(self, x, kv_cache=None, layer=0, return_attention=False):  # x: (B, T, C)
-        a, att = self.attn(self.ln_1(x), kv_cache, layer, return_attention)
+    def forward(self, x, kv_cache=None, layer=0):             # x: (B, T, C)
+        a, att = self.attn(self.ln_1(x), kv_cache, layer)
         x = x + a
         return x + self.mlp(self.ln_2(x)), att
 
@@ -203,6 +207,15 @@ class KVCache:
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, G, end, D)
 
 
+class Outputs(NamedTuple):
+    """What GPT.forward_outputs returns: the logits (B, T, V), the hidden states after ln_f
+    (B, T, C), which a task head reads (chapter 7), and, when asked for, every layer's attention
+    weights (n_layer x (B, H, T, S), S = keys seen), else None."""
+    logits: torch.Tensor
+    hidden: torch.Tensor
+    attentions: list | None
+
+
 class GPT(nn.Module):
     """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte.
     (With RoPE there is no wpe; the config chooses the norm and the feed-forward.)"""
@@ -217,9 +230,23 @@ class GPT(nn.Module):
         self.ln_f = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.load_state_dict(init_state(config, seed))        # same seed, same weights as numpy
 
-    def forward(self, idx, return_attention=False, return_hidden=False, kv_cache=None):
+    def forward(self, idx, kv_cache=None):
         """idx: (B, T) token ids -> logits (B, T, V). With a `kv_cache`, idx holds only the new
         positions, which attend to everything cached."""
+        return self.forward_outputs(idx, kv_cache).logits
+
+    def forward_outputs(self, idx, kv_cache=None, return_attention=False) -> Outputs:
+        """The same forward pass, returning its `Outputs`: logits, hidden states and, with
+        return_attention, every layer's attention weights (computed explicitly, not by SDPA)."""
+        for block in self.h:
+            block.attn.keep_attention = return_attention
+        try:
+            return self._forward(idx, kv_cache, return_attention)
+        finally:
+            for block in self.h:
+                block.attn.keep_attention = False
+
+    def _forward(self, idx, kv_cache, return_attention):      # -> Outputs
         start = 0 if kv_cache is None else kv_cache.length
         self._check_idx(idx, start)
         B, T = idx.shape
@@ -229,18 +256,13 @@ class GPT(nn.Module):
         x = self.drop(x)
         attentions = []
         for layer, block in enumerate(self.h):
-            x, att = block(x, kv_cache, layer, return_attention)
-            attentions.append(att)
+            x, att = block(x, kv_cache, layer)
+            attentions.append(att)                            # (B, H, T, S), or None
         hidden = self.ln_f(x)                                 # (B, T, C)
         logits = self.lm_head(hidden)                         # (B, T, V)
         if kv_cache is not None:
             kv_cache.length += T
-        extras = []
-        if return_attention:
-            extras.append(attentions)                         # n_layer x (B, H, T, T)
-        if return_hidden:
-            extras.append(hidden)
-        return (logits, *extras) if extras else logits
+        return Outputs(logits, hidden, attentions if return_attention else None)
 
     def lm_head(self, hidden):                                # (B, T, C) -> (B, T, V)
         """The output head, tied to wte. A method, so that `replace_head` (at the end of this file)
@@ -277,10 +299,14 @@ class GPT(nn.Module):
 
     # ---- parameters and files -------------------------------------------------------------
     def state_dict_numpy(self) -> dict[str, np.ndarray]:
+        """{name: array}: the parameters under the course's names (lib.config.param_shapes), as
+        numpy arrays in either twin: here float32 arrays on the host (torch's own `state_dict`
+        gives the tensors)."""
         return {k: v.detach().cpu().float().numpy() for k, v in self.named_parameters()}
 
-    def load_state_dict(self, state, strict=True):
-        """Accepts numpy arrays or tensors under the course's names (see lib.config.param_shapes)."""
+    def load_state_dict(self, state):
+        """Accepts numpy arrays or tensors under the course's names (see lib.config.param_shapes);
+        every name must be there, and no other (lib.weights.check_state)."""
         check_state(self.config, state)
         with torch.no_grad():
             for name, param in self.named_parameters():

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from ..twins import forward
+from ..twins import forward_outputs
 from .live import Widget, in_kernel, live_box
 from .prompt import PromptError, encode_prompt, token_label
 from .static import STYLE, static_widget
@@ -62,7 +62,7 @@ def attention_html(att, labels, layer, head):
 def prompt_attention(model, tokenizer, prompt):
     """(att (L, H, T, T), token labels, note) for a prompt, cropped to the context."""
     ids, note = encode_prompt(tokenizer, prompt, model.config.n_ctx)
-    _, atts = forward(model, ids, return_attention=True)     # n_layer x (1, H, T, T)
+    atts = forward_outputs(model, ids, return_attention=True).attentions  # n_layer x (1, H, T, T)
     att = np.stack([a[0] for a in atts])                     # (L, H, T, T)
     return att, [token_label(tokenizer, i) for i in ids[0]], note
 
