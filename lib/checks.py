@@ -117,7 +117,7 @@ def _why(got, want) -> str:
     if np.isinf(want):
         return f" (expected {_number(want)}: a value masked or filtered out)"
     if np.isinf(got):
-        return f" ({_number(got)} where a finite value was expected: an overflow, or a mask in the wrong place?)"
+        return f" ({_number(got)} where a finite value was expected: an overflow, or masked when it should stay?)"
     return ""
 
 

@@ -82,7 +82,7 @@ def test_expect_close_reports_nan_and_inf():
           "(NaN: from inf - inf, 0 / 0 or the log of a negative?)", expect_close, "y", got, want)
     got[1, 0] = 1.5
     fails("y: 2 of 4 values differ beyond rtol=1e-06 atol=0; first at index (1, 1): got inf, expected 1 "
-          "(inf where a finite value was expected: an overflow, or a mask in the wrong place?)",
+          "(inf where a finite value was expected: an overflow, or masked when it should stay?)",
           expect_close, "y", got, want)
     expect_close("matching inf and NaN", np.array([np.inf, np.nan]), np.array([np.inf, np.nan]))
 
@@ -94,7 +94,7 @@ def test_expect_close_reports_an_expected_minus_inf_as_a_masked_value():
           "(expected -inf: a value masked or filtered out)",
           expect_close, "filter", np.array([[0.5, -np.inf], [1.25, 2.0]]), want)
     fails("filter: 1 of 4 values differ; first at index (0, 0): got -inf, expected 0.5 "
-          "(-inf where a finite value was expected: an overflow, or a mask in the wrong place?)",
+          "(-inf where a finite value was expected: an overflow, or masked when it should stay?)",
           expect_close, "filter", np.array([[-np.inf, -np.inf], [-np.inf, 2.0]]), want)
     fails("p: got inf, expected -inf (expected -inf: a value masked or filtered out)",
           expect_close, "p", np.inf, -np.inf)

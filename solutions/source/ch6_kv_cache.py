@@ -1,5 +1,5 @@
 """Exercise 6.1: add a KV cache to a cache-less greedy generator; same tokens, fewer computations."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, graded, md, setup, uses
 
 
 STUB = '''
@@ -83,7 +83,9 @@ CELLS = [
     **What is graded.** The cell tagged `graded:ch6_kv_cache` (the class `KVCache` and the function
     `generate_cached`). A grader runs that cell alone, in a sandbox, with hidden tests: the cache on
     its own, the tokens against the cache-less generator's, and the time for 800 tokens. Write your
-    answer in that cell and keep the cell.
+    answer in that cell and keep the cell. Edge tests (zero new tokens, which returns the prompt as
+    it is, and the whole context in one prefill) count only once every other test of the same function passes, so that an answer that
+    does almost nothing cannot collect points.
     """),
     setup(),
     md("""
@@ -125,15 +127,21 @@ CELLS = [
     ## What the model expects from a cache
 
     The twins' attention already accepts a cache: `model.forward(idx, kv_cache=cache)` treats `idx`
-    as the *new* positions, placed after the `cache.length` positions already cached. Read how
-    attention uses it, and how the model advances `length`:
-    """),
-    code('''
-    import lib.numpy_twin as nt
-    from lib.display import show
+    as the *new* positions, placed after the `cache.length` positions already cached. These are the
+    lines of the numpy twin that use it, in attention (once per layer) and in the model:
 
-    show(nt.CausalSelfAttention.forward, nt.GPT.forward)
-    '''),
+    ```python
+    # CausalSelfAttention.forward: q, k, v (B, H, T, D) of the T new positions
+    start = 0 if kv_cache is None else kv_cache.length   # the new positions are start .. start + T - 1
+    if kv_cache is not None:
+        k, v = kv_cache.update(layer, k, v)               # (B, H, start + T, D): every position so far
+    scores = scores + causal_mask(T, start, dtype)         # (T, start + T): query i sees keys 0 .. start + i
+
+    # GPT.forward, after the blocks
+    if kv_cache is not None:
+        kv_cache.length += T
+    ```
+    """),
     md(r"""
     So a cache needs two things: an attribute `length`, the number of positions stored (the model
     reads it to place the new positions, and adds $T$ to it after the forward pass), and a method
@@ -158,27 +166,62 @@ CELLS = [
     md("""
     ## Checks you can run
 
-    A batch of three prompts, the tokens of both generators compared exactly, and the cache's length
-    after a prefill of 5 and two decode steps.
+    One cell per property, the cache on its own first: what `update` returns, step by step, as the
+    model calls it (every layer, then `length += T`); then what the generator feeds the model; then
+    the tokens of both generators, compared exactly.
     """),
-    uses('''
-    from lib.checks import expect_equal, expect_shape
+    code('''
+    from lib.checks import CheckFailed, expect_close, expect_equal, expect_shape, watch, your_output
 
     rng = np.random.default_rng(0)
+    H, D = CONFIG.n_head, CONFIG.head_dim
     prompts = rng.integers(0, CONFIG.vocab_size, (3, 10))               # (3, 10)
+    '''),
+    check('''
+    cache = KVCache(CONFIG, batch=1, dtype=np.float64)
+    stored = [np.zeros((1, H, 0, D))] * CONFIG.n_layer                  # what each layer holds so far
+    for step, T_new in enumerate([5, 1, 1], start=1):                   # a prefill of 5, two decode steps
+        for layer in range(CONFIG.n_layer):
+            k = rng.standard_normal((1, H, T_new, D))                   # (B, H, T_new, D): new keys
+            keys, values = cache.update(layer, k, 2 * k)
+            stored[layer] = np.concatenate([stored[layer], k], axis=2)
+            if keys.shape[2] != stored[layer].shape[2]:
+                raise CheckFailed(f"update {step} of layer {layer} returned {keys.shape[2]} positions; "
+                                  f"{stored[layer].shape[2]} are stored by then (length {cache.length} + {T_new} new)")
+            expect_shape(f"update {step}, layer {layer}: the keys' dtype", keys, stored[layer].shape, np.float64)
+            expect_close(f"update {step}, layer {layer}: the keys so far, in order", keys, stored[layer])
+            expect_close(f"update {step}, layer {layer}: the values so far, in order", values, 2 * stored[layer])
+        cache.length += T_new                                           # as GPT.forward does after its blocks
+        if cache.length != sum([5, 1, 1][:step]):
+            raise CheckFailed(f"cache.length is {cache.length} after {sum([5, 1, 1][:step])} positions: update "
+                              "must not change it (the model adds T after its forward pass)")
+    print("ok: update returns every position stored so far, and leaves length alone")
+    '''),
+    check('''
+    class Recorded:
+        """The model, with the number of positions of every forward call recorded."""
+
+        def __init__(self, model):
+            self.model, self.config, self.wte, self.positions = model, model.config, model.wte, []
+
+        def forward(self, idx, **options):
+            self.positions.append(idx.shape[1])
+            return self.model.forward(idx, **options)
+
+
+    recorded = Recorded(model)
+    generate_cached(recorded, prompts, 6)
+    expect_equal("positions fed to the model per call: the prompt once, then 1 per new token",
+                 recorded.positions, [10, 1, 1, 1, 1, 1])
+    '''),
+    check('''
+    cache = KVCache(CONFIG, batch=1, dtype=np.float64)
+    with watch(cache, "update") as w, your_output("KVCache.update", w):
+        model.forward(prompts[:1, :5], kv_cache=cache)                 # prefill 5 positions
+        model.forward(prompts[:1, 5:6], kv_cache=cache)                # then one at a time
     expect_equal("generate_cached(model, prompts, 30) against generate_nocache",
                  generate_cached(model, prompts, 30), generate_nocache(model, prompts, 30))
     expect_equal("generate_cached(model, prompts, 0)", generate_cached(model, prompts, 0), prompts)
-
-    cache = KVCache(CONFIG, batch=1, dtype=np.float64)
-    model.forward(prompts[:1, :5], kv_cache=cache)                     # prefill 5 positions
-    model.forward(prompts[:1, 5:6], kv_cache=cache)                    # then one at a time
-    model.forward(prompts[:1, 6:7], kv_cache=cache)
-    expect_equal("cache.length after a prefill of 5 and 2 decode steps", cache.length, 7)
-    new = np.zeros((1, CONFIG.n_head, 1, CONFIG.head_dim))              # (B, H, 1, D)
-    k, v = cache.update(0, new, new)
-    expect_shape("keys returned by update after 7 positions", k, (1, CONFIG.n_head, 8, CONFIG.head_dim), np.float64)
-    expect_shape("values returned by update after 7 positions", v, (1, CONFIG.n_head, 8, CONFIG.head_dim), np.float64)
     '''),
     md(r"""
     ## The speed-up over 200 new tokens
