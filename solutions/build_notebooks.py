@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 sys.path.insert(0, str(ROOT / "tools"))
-from setup_cell import setup_source  # noqa: E402  (tools/ is a folder of scripts, not a package)
+from setup_cell import TAGS as SETUP_TAGS, setup_source  # noqa: E402  (tools/ is a folder of scripts, not a package)
 
 SETUP = setup_source()                 # the chapters' setup cell, from _config.yml
 
@@ -76,7 +76,7 @@ def collapsed(src):
 
 
 def setup():
-    return Cell("code", SETUP, SETUP)
+    return Cell("setup", SETUP, SETUP)
 
 
 def notebook(cells, exercise, solution):
@@ -97,6 +97,8 @@ def notebook(cells, exercise, solution):
             tags.append("raises-exception")
         if cell.kind == "collapsed":
             tags.append("hide-cell")
+        if cell.kind == "setup":
+            tags += SETUP_TAGS                               # in the notebook for Colab, not in the book
         if tags:
             new.metadata.tags = tags
         nb.cells.append(new)
@@ -119,7 +121,7 @@ def load_source(path):
 
 def main():
     sys.path.insert(0, str(HERE))
-    for path in sorted((HERE / "source").glob("ch[0-9]_*.py")):
+    for path in sorted((HERE / "source").glob("ch[0-9]*_*.py")):
         source = load_source(path)
         for folder, solution in (("exercises", False), ("solutions", True)):
             out = ROOT / folder / f"{path.stem}.ipynb"

@@ -15,7 +15,8 @@ and solution notebooks get the same cell through solutions/build_notebooks.py, w
 In Colab the cell clones the repository (once), installs the course with its `course` extra,
 and fetches GPT-2's vocabulary and Shakespeare's plays, so no later cell is the first to need
 the network; any step that fails stops the cell with that step's own error output. Elsewhere
-it does nothing.
+it does nothing. The cell is tagged `remove-cell`: the notebook keeps it (Colab needs it), the
+book's HTML leaves it out.
 """
 import argparse
 import subprocess
@@ -30,6 +31,7 @@ CONFIG = ROOT / "_config.yml"
 CHAPTERS = ROOT / "chapters"
 FOLDERS = ("chapters", "exercises", "solutions")
 MARKER = 'if "google.colab" in sys.modules:'     # a setup cell's second line
+TAGS = ["remove-cell"]                           # kept out of the book's HTML: plumbing, not the chapter
 COURSE = "/content/course"                       # where Colab keeps the clone
 
 TEMPLATE = '''import sys
@@ -89,7 +91,12 @@ def stale_notebooks(config_path=CONFIG):
     """The notebooks (chapters, exercises, solutions) whose setup cell differs from setup_source()."""
     wanted = setup_source(config_path)
     return [path for folder in FOLDERS for path in sorted((ROOT / folder).glob("*.ipynb"))
-            if setup_cell(nbformat.read(path, as_version=4), path).source != wanted]
+            if not is_current(setup_cell(nbformat.read(path, as_version=4), path), wanted)]
+
+
+def is_current(cell, wanted):
+    """Whether a setup cell holds `wanted` and carries TAGS."""
+    return cell.source == wanted and set(TAGS) <= set(cell.metadata.get("tags", []))
 
 
 def write_chapters(config_path=CONFIG):
@@ -98,8 +105,9 @@ def write_chapters(config_path=CONFIG):
     for path in sorted(CHAPTERS.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         cell = setup_cell(nb, path)
-        if cell.source != wanted:
+        if not is_current(cell, wanted):
             cell.source = wanted
+            cell.metadata["tags"] = [*cell.metadata.get("tags", []), *TAGS]
             nbformat.write(nb, path, version=4)
             written.append(path)
     return written
