@@ -18,12 +18,16 @@ included) and `setpriv` turns the sandbox into the host user nobody (SANDBOX_UID
 capabilities, before Python starts; a grader started as another user runs bubblewrap in a user
 namespace of its own, as that user. Namespaces: own pids, mounts, IPC and host name, no network.
 
-What it may do: grader/seccomp.py's filter refuses new processes and threads, ptrace, mounts,
-namespaces, keyrings, BPF and the like. The sandbox is therefore one process, and its limits
-(setrlimit) hold for the whole sandbox: address space (`memory_mb`), CPU seconds, and a wall
-clock of twice the CPU limit plus 10 s (for code that sleeps); /tmp holds at most TMP_BYTES.
-CPU time, unlike wall time, does not grow when the machine is busy, so a limit can sit close to
-what correct code needs.
+What it may do: grader/seccomp.py's filter allows the system calls the runner needs and
+refuses the rest: new processes and threads, memory that no process owns (memfd, SysV shared
+memory; /dev/shm is read-only), sockets other than AF_UNIX, ptrace, mounts, namespaces,
+keyrings, BPF, calls newer than its table. The sandbox is therefore one process, and its limits
+(setrlimit) hold for the whole sandbox: address space (`memory_mb`), CPU seconds, NOFILE_LIMIT
+open files (each can hold a pipe's or a socket's buffers), and a wall clock of twice the CPU
+limit plus 10 s (for code that sleeps); /tmp holds at most TMP_BYTES. CPU time, unlike wall
+time, does not grow when the machine is busy, so a limit can sit close to what correct code
+needs. Going over the CPU limit (SIGXCPU, or SIGKILL a second later for code that ignores it)
+is reported as the limit "cpu".
 
 What comes back: the runner's answers through a pipe (at most MAX_ANSWER_BYTES; the grader
 stops the sandbox past that) and the tail of what the code printed, through another. The
@@ -55,6 +59,12 @@ SANDBOX_UID = 65534                                         # nobody: the host u
 TMP_BYTES = 64 << 20                                        # the size of the sandbox's /tmp
 MAX_ANSWER_BYTES = 32 << 20                                 # what the grader reads from the answers pipe
 LOG_TAIL_BYTES = 4000                                       # what it keeps of the printed output
+NOFILE_LIMIT = 64                                           # open files in the sandbox
+USERNS_SETTINGS = (                     # (file under /proc/sys, the value that refuses, one that allows)
+    ("kernel/unprivileged_userns_clone", "0", "1"),               # Debian's older kernels
+    ("kernel/apparmor_restrict_unprivileged_userns", "1", "0"),   # Ubuntu 23.10 and later
+    ("user/max_user_namespaces", "0", "15000"),
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -258,12 +268,30 @@ def check_bwrap() -> None:
                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = proc.communicate()[0].decode("utf-8", "replace").strip()
     if proc.returncode != 0:
+        refusal = None if _as_root() else userns_refusal()
+        if refusal:
+            raise SandboxUnavailable(refusal)
         why = {3: "Python ran as root", 4: "the system-call filter did not hold"}.get(proc.returncode, out[-500:])
         raise SandboxUnavailable(
-            f"bubblewrap cannot start the sandbox here ({why}). Bubblewrap must be able to create its "
-            f"namespaces: as root, with the capabilities a container may withhold (CAP_SYS_ADMIN); as "
-            f"another user, unprivileged user namespaces must be allowed (on Ubuntu 24.04: "
-            f"`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`)")
+            f"bubblewrap cannot start the sandbox here ({' '.join(why.split())}). Bubblewrap must be able "
+            f"to create its namespaces: as root, with the capabilities a container may withhold "
+            f"(CAP_SYS_ADMIN); as another user, unprivileged user namespaces must be allowed")
+
+
+def userns_refusal(proc_sys: Path = Path("/proc/sys")) -> str | None:
+    """One line naming the kernel setting that refuses unprivileged user namespaces (which a
+    grader that is not root needs), or None if none of USERNS_SETTINGS does."""
+    for name, refusing, allowing in USERNS_SETTINGS:
+        try:
+            value = (proc_sys / name).read_text().strip()
+        except OSError:
+            continue                                          # this kernel has no such setting
+        if value == refusing:
+            setting = name.replace("/", ".")
+            return (f"this machine refuses unprivileged user namespaces ({setting} = {value}), which the "
+                    f"sandbox needs when the grader is not root: `sysctl -w {setting}={allowing}` as root, "
+                    f"or grade as root")
+    return None
 
 
 def _limits(memory_bytes: int, cpu_seconds: int):
@@ -271,10 +299,16 @@ def _limits(memory_bytes: int, cpu_seconds: int):
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))  # SIGXCPU, then SIGKILL
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE_LIMIT, NOFILE_LIMIT))
     return apply
 
 
-CPU_KILLED = (128 + signal.SIGXCPU, -signal.SIGXCPU)     # bwrap reports a signalled child as 128 + sig
+def _cpu_killed(returncode: int, seconds: float, cpu_seconds: int) -> bool:
+    """Whether the sandbox ended by its CPU limit: SIGXCPU at the limit, or SIGKILL a CPU second
+    later (code that ignores SIGXCPU), which cannot come before as many seconds of wall-clock
+    time, the sandbox being one thread. bwrap reports a signalled child as 128 + the signal."""
+    signalled = returncode - 128 if returncode > 128 else -returncode
+    return signalled == signal.SIGXCPU or (signalled == signal.SIGKILL and seconds >= cpu_seconds + 1)
 
 
 def wall_seconds(cpu_seconds: int) -> int:
@@ -309,7 +343,7 @@ def run(box: Path, *, masked, forbidden, cpu_seconds: int, memory_mb: int) -> Ru
     if limit is not None:
         os.killpg(proc.pid, signal.SIGKILL)                  # bwrap and, with it, its pid namespace
         proc.wait()
-    elif proc.returncode in CPU_KILLED:
+    elif _cpu_killed(proc.returncode, time.monotonic() - start, cpu_seconds):
         limit = "cpu"
     code = None if limit in ("wall", "output") else proc.returncode
     return RunResult(code, limit, time.monotonic() - start, bytes(answers),
