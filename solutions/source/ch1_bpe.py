@@ -1,5 +1,5 @@
 """Exercise 1.1: train byte-level BPE: GPT-2's pre-split, the merge loop and the course's tie rule."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, collapsed, graded, md, setup, uses
 
 
 STUB = '''
@@ -82,6 +82,8 @@ CELLS = [
     inspector; Colab keeps them without showing them). A grader runs that cell alone, in a sandbox,
     and calls `train_bpe` on hidden texts; nothing else in this notebook is graded. Write your answer
     in that cell and keep the cell. The checks below it are a first test you can run yourself.
+    Edge tests (an empty text, a negative number of merges that must raise) count only once every
+    other test passes, so that an answer that does almost nothing cannot collect points.
     """),
     setup(),
     md(r"""
@@ -121,9 +123,10 @@ CELLS = [
     First the chapter's toy string (three merges worked out by hand there), then small cases for the
     tie rule, overlaps, non-ASCII text and stopping early.
     """),
-    uses('''
-    from lib.checks import expect_equal
-
+    code('''
+    from lib.checks import expect_equal, expect_raises
+    '''),
+    check('''
     merges, ids = train_bpe("aaabdaaabac", 3)
     expect_equal("toy string: merges", [tuple(p) for p in merges], [(97, 97), (97, 98), (256, 257)])
     expect_equal("toy string: ids", ids, [258, ord("d"), 258, ord("a"), ord("c")])
@@ -133,6 +136,11 @@ CELLS = [
     expect_equal("a tie: merges", [tuple(p) for p in merges], [(97, 98), (99, 100)])
     expect_equal("a tie: ids", ids, [257, 256, 32, 257, 256])
 
+    # a chunk that occurs four times counts four times: (z, q) occurs 4 times, every other pair at most 3
+    merges, ids = train_bpe("zq zq zq zq ab abc", 1)
+    expect_equal("a repeated chunk counts each time it occurs: merges", [tuple(p) for p in merges], [(122, 113)])
+    '''),
+    check('''
     # overlaps count, merging goes left to right: "aaaa" -> [256, 256], "aaa" -> [256, 97]
     merges, ids = train_bpe("aaaa aaa", 1)
     expect_equal("overlaps: ids", ids, [256, 256, 32, 256, 97])
@@ -145,18 +153,15 @@ CELLS = [
     merges, ids = train_bpe("a!a!a!", 5)
     expect_equal("no pair in any chunk: merges", list(merges), [])
     expect_equal("no pair in any chunk: ids", ids, list(b"a!a!a!"))
-
+    '''),
+    check('''
     # "xyz": two merges make it one token, then there is nothing left to merge
     merges, ids = train_bpe("xyz", 10)
     expect_equal("stops early: merges", [tuple(p) for p in merges], [(120, 121), (256, 122)])
     expect_equal("stops early: ids", ids, [257])
 
     expect_equal("empty text", tuple(train_bpe("", 3)), ([], []))
-    try:
-        train_bpe("abc", -1)
-        raise AssertionError("train_bpe('abc', -1) must raise ValueError")
-    except ValueError:
-        print("ok: negative num_merges raises ValueError")
+    expect_raises("train_bpe('abc', -1)", ValueError, train_bpe, "abc", -1)
     '''),
     md("""
     ## Against lib's trainer, on Shakespeare
@@ -188,9 +193,10 @@ CELLS = [
 
     lib's textbook trainer is the same loop; its encoder, `bpe`, replays the merges on new text,
     lowest id first; its fast trainer keeps each distinct chunk once with its count and updates only
-    the pair counts a merge changes, with a heap to find the most frequent pair.
+    the pair counts a merge changes, with a heap to find the most frequent pair. Open the cell
+    below once your checks pass.
     """),
-    code('''
+    collapsed('''
     from lib import tokenizer as tk
     from lib.display import show
 

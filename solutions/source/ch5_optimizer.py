@@ -1,5 +1,5 @@
 """Exercise 5.1: cross-entropy from logits, the warmup-cosine schedule and an AdamW step."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, collapsed, graded, md, setup, uses
 
 
 STUB = '''
@@ -98,7 +98,10 @@ CELLS = [
     (JupyterLab shows a cell's tags in its property inspector; Colab keeps them without showing
     them). A grader runs that cell alone, in a sandbox, and calls your functions on hidden inputs:
     logits up to $10^4$, schedules of many shapes, and AdamW runs of 100 steps compared with a
-    reference trajectory. Nothing else in this notebook is graded.
+    reference trajectory. Nothing else in this notebook is graded. Edge tests (bad targets that
+    must raise, steps past the end of the schedule, where a constant is right) count only once
+    every other test of the same function passes, so that an answer that does almost nothing
+    cannot collect points.
     """),
     setup(),
     code('''
@@ -117,30 +120,40 @@ CELLS = [
 
     **`cross_entropy(logits, targets) -> (loss, dlogits)`.** `logits` is `(B, T, V)`, `targets`
     `(B, T)` integer ids. With $p = \mathrm{softmax}(z)$ at each of the $N = BT$ positions, the loss
-    is the mean of $-\log p_{\text{target}}$, and its gradient with respect to the logits is
-    $(p - \text{one-hot}(\text{target}))/N$.
-    - Compute $\log p$ as a *log-softmax*: $\log p_i = z_i - m - \log\sum_j e^{z_j - m}$ with $m$ the
-      row's maximum. No exponent is then positive, so nothing overflows: the hidden tests use
-      logits up to $10^4$ (and $e^{710}$ is already infinite in float64).
+    is the mean of $-\log p_{\text{target}}$; `dlogits` is its gradient with respect to the logits
+    (derive it: the checks compare it with central differences).
+    - Nothing may overflow: the hidden tests use logits up to $10^4$ (and $e^{710}$ is already
+      infinite in float64). Compute $\log p$ so that no exponent is positive.
     - Return the loss as a Python float, and `dlogits` in the logits' dtype (float32 stays float32).
     - Targets of the wrong shape, or outside $[0, V)$, raise `ValueError` with a message naming what
       you got.
 
     **`lr_at(step, lr, min_lr, warmup_iters, max_iters) -> float`**, `step` counted from 0:
-    - while `step < warmup_iters`: `lr * (step + 1) / warmup_iters` (the first step is not 0);
-    - from there to `max_iters`: half a cosine from `lr` down to `min_lr`,
-      $\mathrm{min\_lr} + (\text{lr} - \mathrm{min\_lr})\,\tfrac12(1 + \cos \pi\,\text{progress})$ with
-      progress $= (\text{step} - \mathrm{warmup\_iters}) / \max(1, \mathrm{max\_iters} - \mathrm{warmup\_iters})$;
+    - while `step < warmup_iters`: a straight line up to `lr`, reached at step `warmup_iters - 1`
+      (the first step is `lr / warmup_iters`, not 0);
+    - from there to `max_iters`: half a cosine from `lr` down to `min_lr`;
     - from `max_iters` on: `min_lr`.
 
     **`adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas, eps, weight_decay)`** updates
     every parameter in place, as `torch.optim.AdamW` does. The four dictionaries share their
     names; `exp_avg` ($m$) and `exp_avg_sq` ($v$) start at zeros and are yours to update; `step` is
-    $t$, 1 for the first update. For each parameter $p$ with gradient $g$:
+    $t$, 1 for the first update. Read the update from the paper (Loshchilov and Hutter's
+    Algorithm 2 {cite}`loshchilov2019decoupled`, or the `torch.optim.AdamW` documentation) before
+    opening the hint; the checks compare your steps with torch's.
+
+    :::{admonition} Hint: the formulas
+    :class: dropdown
+    Warmup: `lr * (step + 1) / warmup_iters`. Cosine: $\mathrm{min\_lr} + (\text{lr} -
+    \mathrm{min\_lr})\,\tfrac12(1 + \cos \pi\,\text{progress})$, progress $= (\text{step} -
+    \mathrm{warmup\_iters}) / \max(1, \mathrm{max\_iters} - \mathrm{warmup\_iters})$.
+    Cross-entropy: $\log p_i = z_i - m - \log\sum_j e^{z_j - m}$ with $m$ the row's maximum, and
+    `dlogits` $= (p - \text{one-hot}(\text{target}))/N$. AdamW, for each parameter $p$ with
+    gradient $g$:
 
     $$p \leftarrow p - \text{lr}\cdot\text{wd}\cdot p \quad\text{(decoupled weight decay, 2-D weights only)},$$
     $$m \leftarrow \beta_1 m + (1 - \beta_1)\,g, \qquad v \leftarrow \beta_2 v + (1 - \beta_2)\,g^2,$$
     $$p \leftarrow p - \text{lr}\,\frac{\hat m}{\sqrt{\hat v} + \epsilon}, \qquad \hat m = \frac{m}{1 - \beta_1^t},\ \hat v = \frac{v}{1 - \beta_2^t}.$$
+    :::
 
     Weight decay pulls the weight matrices and embeddings toward 0; biases and LayerNorm gains
     (1-D, even LayerNorm's `ln_1.weight`) are left alone. "Decoupled" means the decay is not added
@@ -154,32 +167,38 @@ CELLS = [
     md(r"""
     ## Checks you can run
 
-    The loss against a plain formula on small logits, its gradient against central differences,
-    and the loss of huge logits, which a softmax computed naively turns into `nan`:
+    One property per cell. The loss against a plain formula on small logits, its gradient against
+    central differences, and the loss of huge logits, which a softmax computed naively turns into
+    `nan`:
     """),
-    uses('''
+    check('''
     logits = rng.normal(0, 2, (2, 3, 5))                       # (B, T, V) = (2, 3, 5)
     targets = rng.integers(0, 5, (2, 3))                       # (B, T)
     loss, dlogits = cross_entropy(logits, targets)
     p = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)        # fine for small logits
     plain = -np.mean(np.log(np.take_along_axis(p, targets[..., None], axis=-1)))
-    expect_close("loss", np.array(loss), np.array(plain), rtol=1e-12)
+    expect_close("loss", loss, plain, rtol=1e-12)
     expect_shape("dlogits", dlogits, logits.shape, np.float64)
-    expect_grad("dlogits", lambda z: cross_entropy(z, targets)[0], lambda z: cross_entropy(z, targets)[1], logits)
-
+    expect_grad("dlogits", lambda z: cross_entropy(z, targets)[0], lambda z: cross_entropy(z, targets)[1], logits,
+                axes="btv")
+    '''),
+    check('''
     huge = np.array([[[3e3, 0.0, -3e3], [1e4, 1e4 - 2.0, 0.0]]], np.float32)   # (1, 2, 3)
     loss, dlogits = cross_entropy(huge, np.array([[1, 1]]))
-    expect_close("loss of huge logits", np.array(loss), np.array((3e3 + 2.0 + math.log1p(math.exp(-2.0))) / 2), rtol=1e-6)
+    expect_close("loss of huge logits", loss, (3e3 + 2.0 + math.log1p(math.exp(-2.0))) / 2, rtol=1e-6)
     expect_shape("dlogits of float32 logits", dlogits, huge.shape, np.float32)
     '''),
     md("""
     The schedule of a short run (warmup 20 steps to 1e-2, cosine to 1e-3 at step 200):
     """),
-    uses('''
+    check('''
     steps = np.arange(240)
     lrs = np.array([lr_at(s, 1e-2, 1e-3, 20, 200) for s in steps])
-    expect_close("warmup", lrs[[0, 9, 19]], np.array([5e-4, 5e-3, 1e-2]), rtol=1e-12)
-    expect_close("cosine", lrs[[20, 110, 200, 239]], np.array([1e-2, 5.5e-3, 1e-3, 1e-3]), rtol=1e-12)
+    expect_close("warmup: steps 0, 9, 19", lrs[[0, 9, 19]], np.array([5e-4, 5e-3, 1e-2]), rtol=1e-12)
+    '''),
+    check('''
+    expect_close("cosine: steps 20, 110, 200, 239", lrs[[20, 110, 200, 239]], np.array([1e-2, 5.5e-3, 1e-3, 1e-3]),
+                 rtol=1e-12)
     plt.figure(figsize=(5, 2.5))
     plt.plot(steps, lrs)
     plt.xlabel("step"); plt.ylabel("learning rate")
@@ -190,7 +209,7 @@ CELLS = [
     weight matrices decay, the bias and the LayerNorm gain do not. torch gets the same two groups
     (decay and no decay) and the same learning rate at every step.
     """),
-    uses('''
+    check('''
     shapes = {"h.0.mlp.c_fc.weight": (6, 4), "h.0.mlp.c_fc.bias": (6,), "h.0.ln_2.weight": (4,), "wte.weight": (7, 4)}
     start = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
     target = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
@@ -262,8 +281,9 @@ CELLS = [
 
     lib's versions, now that yours work: the numpy twin's loss (through its log-softmax) and AdamW,
     which updates the arrays with one scratch array at a time, and the schedule from `lib.train`.
+    Open the cell below once your checks pass.
     """),
-    code('''
+    collapsed('''
     import lib.numpy_twin.train as nt_train
     from lib.display import show
     from lib.train import lr_at as lib_lr_at
