@@ -358,13 +358,13 @@ def test_cli_options_stream_no_cache_and_cropping(twins, tmp_path, capsys):
 
 def test_cli_bad_inputs(twins, tmp_path, capsys):
     twins[0].save(tmp_path)
-    with pytest.raises(ValueError, match="top_p"):
-        sample.main([str(tmp_path), "--top-p", "2"])
+    for args, message in [([str(tmp_path), "--top-p", "2"], "top_p"),
+                          ([str(tmp_path), "--twin", "numpy", "--device", "cpu"], "torch twin only"),
+                          ([str(tmp_path / "missing")], "not a folder")]:
+        with pytest.raises(SystemExit) as stop:                  # one line on stderr, exit status 2
+            sample.main(args)
+        assert stop.value.code == 2 and message in capsys.readouterr().err, args
     with pytest.raises(ValueError, match="empty prompt"):
         sample.main([str(tmp_path), "--prompt", ""])
-    with pytest.raises(ValueError, match="torch twin only"):
-        sample.main([str(tmp_path), "--twin", "numpy", "--device", "cpu"])
-    with pytest.raises(FileNotFoundError, match="not a folder"):
-        sample.main([str(tmp_path / "missing")])
     with pytest.raises(ValueError, match="no tokenizer for a vocabulary of 97"):
         sample.tokenizer_for(97)
