@@ -1,5 +1,5 @@
 """Exercise 4.1: GELU, exact and tanh forms, their derivatives, and a training run with each."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, graded, md, setup, uses
 
 
 STUB = '''
@@ -90,7 +90,9 @@ CELLS = [
     shows a cell's tags in its property inspector; Colab keeps them without showing them). A grader
     runs that cell alone, in a sandbox, and calls your functions with hidden tests; nothing else in
     this notebook is graded. Write your answer in that cell and keep the cell. The checks below it
-    are a first test you can run yourself.
+    are a first test you can run yourself. Edge tests (large |x| and the empty array, where a ReLU
+    is right too) count only once every other test of the same function passes, so that an answer
+    that does almost nothing cannot collect points.
     """),
     setup(),
     md("""
@@ -145,24 +147,30 @@ CELLS = [
     $h = 10^{-6}$, of the sum of the function's values (`expect_grad`). Each check prints `ok` or
     stops with what differs, and where.
     """),
-    uses('''
+    code('''
     from lib.checks import expect_close, expect_grad, expect_shape
-
+    '''),
+    check('''
     points = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0])     # (7,)
     exact = np.array([p * 0.5 * (1 + math.erf(p / math.sqrt(2))) for p in points])
     tanh_form = np.array([0.5 * p * (1 + math.tanh(math.sqrt(2 / math.pi) * (p + 0.044715 * p ** 3))) for p in points])
     expect_close("gelu_exact at 7 points", gelu_exact(points), exact, rtol=1e-12, atol=1e-15)
     expect_close("gelu_tanh at 7 points", gelu_tanh(points), tanh_form, rtol=1e-12, atol=1e-15)
-
+    '''),
+    check('''
     xs = np.linspace(-6, 6, 241)                                 # (241,)
     for f, df in ((gelu_exact, gelu_exact_grad), (gelu_tanh, gelu_tanh_grad)):
         expect_grad(f"{df.__name__} on [-6, 6]", lambda x: f(x).sum(), df, xs)
-
+    '''),
+    check('''
     x32 = np.linspace(-4, 4, 9, dtype=np.float32).reshape(3, 3)  # (3, 3)
+    for f in (gelu_exact, gelu_exact_grad, gelu_tanh, gelu_tanh_grad):
+        expect_shape(f"{f.__name__} of a float32 (3, 3) array", f(x32), (3, 3), np.float32)
+    '''),
+    check('''
     big = np.array([-1e6, -50.0, 50.0, 1e6])                     # (4,): GELU is 0 or x there, its slope 0 or 1
     for f, at_big in ((gelu_exact, big.clip(0)), (gelu_exact_grad, big > 0),
                       (gelu_tanh, big.clip(0)), (gelu_tanh_grad, big > 0)):
-        expect_shape(f"{f.__name__} of a float32 (3, 3) array", f(x32), (3, 3), np.float32)
         expect_close(f"{f.__name__} at x = -1e6, -50, 50, 1e6", f(big), at_big.astype(np.float64), atol=1e-12)
     '''),
     md("""
@@ -203,14 +211,21 @@ CELLS = [
     ## Your GELU inside the model
 
     The numpy twin's MLP keeps its activation and the activation's derivative as two attributes,
-    `act` and `act_backward`, chosen from the config:
-    """),
-    code('''
-    import lib.numpy_twin
-    from lib.display import show
+    `act` and `act_backward`, chosen from the config. These are the lines of its forward and
+    backward passes that use them:
 
-    show(lib.numpy_twin.MLP)
-    '''),
+    ```python
+    # MLP.forward
+    h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
+    a = self.act(h)                                      # (B, T, F)
+    out, c_proj_cache = self.c_proj.forward(a)           # (B, T, C)
+
+    # MLP.backward
+    da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
+    dh = self.act_backward(da, h)                        # (B, T, F)
+    return self.c_fc.backward(dh, c_fc_cache)            # (B, T, C)
+    ```
+    """),
     md(r"""
     `act_backward(dy, h)` receives the gradient of the loss with respect to the activation's output,
     `dy`, and the activation's input, `h` (both $(B, T, 4C)$), and returns the gradient with respect
