@@ -4,30 +4,9 @@ import json
 import sys
 from pathlib import Path
 
-from . import DEFAULT_TESTS, as_dict, grade_submission, load_hidden_tests
+from .grading import DEFAULT_TESTS, grade_submission, load_hidden_tests
+from .results import as_dict, report
 from .sandbox import SandboxUnavailable, check_bwrap
-
-
-def _test_line(t, instructor: bool) -> str:
-    line = f"    {'PASS' if t.passed else 'FAIL'} {t.name} ({t.points} pt): {t.message}"
-    return line + (f" [{t.detail}]" if instructor and t.detail else "")
-
-
-def _exercise_lines(ex, instructor: bool) -> list[str]:
-    head = f"  {f'{ex.number} ' if ex.number else ''}{ex.exercise} {ex.title}: {ex.score}/{ex.max_score}"
-    return ([head + (f"  [{ex.status}] {ex.message}" if ex.status != "graded" else "")]
-            + [_test_line(t, instructor) for t in ex.tests])
-
-
-def report(submission, instructor: bool = False) -> str:
-    """The submission as text: per notebook its exercise and tests, the missing exercises, the total."""
-    blocks = []
-    for nb in submission.notebooks:
-        lines = [nb.path] + ([f"  ERROR: {nb.error}"] if nb.error else [])
-        blocks.append("\n".join(lines + (_exercise_lines(nb.exercise, instructor) if nb.exercise else [])))
-    if submission.missing:
-        blocks.append("\n".join(["missing"] + [line for ex in submission.missing for line in _exercise_lines(ex, instructor)]))
-    return "\n\n".join(blocks) + f"\n\ntotal: {submission.score}/{submission.max_score}"
 
 
 def add_sandbox_options(parser):

@@ -46,9 +46,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import (ExerciseResult, NotebookResult, Submission, TestResult, exercise_for,
-               load_hidden_tests, max_score, printable)
-from .__main__ import add_sandbox_options, check_sandbox_options, report
+from .__main__ import add_sandbox_options, check_sandbox_options
+from .grading import load_hidden_tests
+from .notebooks import exercise_for
+from .results import Submission, max_score, printable, report, submission_from_dict
 from .sandbox import SandboxUnavailable, check_bwrap
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]      # where `python -m grader` finds the package
@@ -138,17 +139,6 @@ def _refuse_clashes(students: list[Student]) -> None:
 
 
 # ---- grading one student ------------------------------------------------------------------------------
-def _exercise(data: dict) -> ExerciseResult:
-    return ExerciseResult(**{**data, "tests": [TestResult(**t) for t in data["tests"]]})
-
-
-def submission_from_dict(data: dict) -> Submission:
-    """The Submission that `python -m grader --json` printed."""
-    notebooks = [NotebookResult(nb["path"], _exercise(nb["exercise"]) if nb["exercise"] else None, nb["error"])
-                 for nb in data["notebooks"]]
-    return Submission(notebooks, [_exercise(ex) for ex in data["missing"]], data["score"], data["max_score"])
-
-
 def _problems(submission: Submission, assignment: list[str]) -> str:
     """What could not be graded, and why: the unreadable notebooks, then the exercises in the
     assignment's order, '; ' between them."""

@@ -3,7 +3,8 @@
     python -s -B /grade/runner.py          (started by grader/sandbox.py, never by hand)
 
 Reads /grade/job.json (the tests: function, driver, encoded arguments) and /grade/student.py
-(the graded cells). Writes one JSON line per test to the answers pipe (the file descriptor in
+(the graded cells); how each test calls the graded definitions is /grade/conventions.py's (the
+drivers of grader/conventions.py, copied beside this file). Writes one JSON line per test to the answers pipe (the file descriptor in
 $GRADE_ANSWERS_FD), flushing after each, so a crash or a timeout keeps the answers given so far:
 first {"id": "__start__"} (the sandbox works; from here on, what fails is the graded code's),
 then "__load__" (the graded cells ran), one record per test, and "__done__". It judges nothing:
@@ -141,59 +142,6 @@ def make_object(kind, payload):
     raise ValueError(f"unknown input marker {kind}")
 
 
-# ---- drivers: how a test uses the student's definitions --------------------------------------------
-def drive_call(fn, args, kwargs):
-    """Call the function and return what it returns."""
-    return fn(*args, **kwargs)
-
-
-def drive_kvcache(cls, args, kwargs):
-    """Exercise 6.1's cache class, used the way the model uses it: `cls(config, batch, dtype=...)`,
-    then per chunk of new positions `update(layer, k, v)` for every layer, then `length += T`
-    (GPT.forward advances the length). Returns every (k, v) that update gave back, copied."""
-    config, batch, dtype, chunks = args
-    cache = cls(config, batch, dtype=np.dtype(dtype))
-    seen = []
-    for k_all, v_all in chunks:                              # each (L, B, H, T, D)
-        for layer in range(k_all.shape[0]):
-            k, v = cache.update(layer, k_all[layer], v_all[layer])
-            seen += [np.array(k, copy=True), np.array(v, copy=True)]
-        cache.length += k_all.shape[3]
-    return seen
-
-
-def drive_block_backward(fn, args, kwargs):
-    """Exercise 4.3's backward through a block, called as GPT.backward calls Block.backward:
-    the block's forward on x gives the cache, then `fn(dy, cache, block)` returns dx and adds the
-    parameters' gradients into the layers' `grads`. Returns [dx, {name: gradient}]."""
-    model, layer, x, dy = args
-    block = model.h[layer]
-    block.zero_grad()
-    _, cache = block.forward(x)
-    dx = fn(dy, cache, block, **kwargs)
-    return [dx, dict(block.named_grads())]
-
-
-def drive_adamw(fn, args, kwargs):
-    """Exercise 5.1's AdamW step, one step per learning rate in `lrs`, on the loss
-    sum(scale * (p - target)^2) / 2 of each parameter (gradient scale * (p - target)), with the
-    moments starting at 0. Returns each parameter after every step: {name: (steps, *shape)}."""
-    params, targets, scales, lrs = args
-    exp_avg = {name: np.zeros_like(p) for name, p in params.items()}
-    exp_avg_sq = {name: np.zeros_like(p) for name, p in params.items()}
-    seen = {name: [] for name in params}
-    for step, lr in enumerate(lrs, start=1):
-        grads = {name: scales[name] * (p - targets[name]) for name, p in params.items()}
-        fn(params, grads, exp_avg, exp_avg_sq, step, lr, **kwargs)
-        for name in seen:
-            seen[name].append(np.array(params[name], copy=True))
-    return {name: np.stack(values) for name, values in seen.items()}
-
-
-DRIVERS = {"call": drive_call, "kvcache": drive_kvcache, "block_backward": drive_block_backward,
-           "adamw": drive_adamw}
-
-
 # ---- the run ---------------------------------------------------------------------------------------------
 def error_record(exc):
     message = str(exc)
@@ -201,6 +149,7 @@ def error_record(exc):
 
 
 def main():
+    from conventions import DRIVERS                         # beside this file in /grade
     answers = open(int(os.environ["GRADE_ANSWERS_FD"]), "w", encoding="utf-8")
 
     def write(record):

@@ -21,11 +21,13 @@ import nbformat
 import numpy as np
 import pytest
 
-from grader import (DEFAULT_TESTS, _gate, grade_notebook, grade_submission, load_hidden_tests, max_score,
+from grader import (DEFAULT_TESTS, gate, grade_notebook, grade_submission, load_hidden_tests, max_score,
                     read_answers)
 from grader import sandbox, seccomp
-from grader.__main__ import main, report as text_report
-from grader.runner import DRIVERS, encode, make_object
+from grader.__main__ import main
+from grader.conventions import DRIVERS
+from grader.results import report as text_report
+from grader.runner import encode, make_object
 from grader.sandbox import LIB_DIR, SandboxUnavailable, _blocked_source, check_bwrap, copy_lib
 from grader.spec import Config, Model, Rng, Verdict, close, equal, filtered, frequencies, integer
 
@@ -627,7 +629,7 @@ def test_attention_reference_agrees_with_lib(hidden):
 
 
 def test_optimizer_reference_agrees_with_lib(hidden):
-    from grader.runner import drive_adamw
+    from grader.conventions import drive_adamw
     from lib.numpy_twin.train import AdamW, cross_entropy
     from lib.train import lr_at
 
@@ -816,7 +818,7 @@ def test_trivial_answers_score_at_most_a_tenth(hidden):
         module = hidden[exercise]
         tests = module.tests()
         for name, code in answers.items():
-            verdicts = _gate(tests, verdicts_outside_sandbox(code, module))
+            verdicts = gate(tests, verdicts_outside_sandbox(code, module))
             score = sum(t.points for t, v in zip(tests, verdicts) if v.passed)
             assert score <= trivial.MAX_SHARE * max_score(module), (exercise, name, score)
 

@@ -1,0 +1,193 @@
+"""Grading one student's submission: loading the hidden tests, running each exercise's tests in the sandbox, scoring.
+
+See the package's docstring (grader/__init__.py) for the steps and what each guards against.
+This module puts them together: notebooks.py reads the notebook, sandbox.py runs the graded
+cells, judging.py judges what came back, results.py holds the outcome.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from . import sandbox
+from .judging import error_text, gate, judge, read_answers
+from .notebooks import ROOT, TAG_PREFIX, NotebookError, book_number, exercise_for, graded_code, read_notebook
+from .results import ExerciseResult, NotebookResult, Submission, TestResult, max_score, printable
+from .runner import encode
+from .sandbox import SandboxUnavailable
+from .spec import Config, Exercise, Model, Rng, Test, Verdict
+
+DEFAULT_TESTS = ROOT / "solutions" / "hidden_tests"
+CONVENTIONS = Path(__file__).with_name("conventions.py")     # the drivers, copied beside the runner
+
+
+# ---- hidden tests ---------------------------------------------------------------------------------
+def load_hidden_tests(tests_dir: Path) -> dict:
+    """{exercise name: module} for every module in tests_dir that defines EXERCISE."""
+    modules = {}
+    for path in sorted(Path(tests_dir).glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"hidden_tests_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        exercise = getattr(module, "EXERCISE", None)
+        if isinstance(exercise, Exercise):
+            modules[exercise.notebook] = module
+    return modules
+
+
+def _input_marker(value):
+    """The form of the grader's input objects, which the sandbox turns into the real ones."""
+    if isinstance(value, Config):
+        return {"__config__": value.fields}
+    if isinstance(value, Model):
+        return {"__model__": {"config": value.config, "seed": value.seed, "dtype": value.dtype}}
+    if isinstance(value, Rng):
+        return {"__rng__": value.seed}
+    return None
+
+
+def _jobs(tests: list[Test]) -> list[dict]:
+    return [{"id": f"t{i:03d}", "function": t.function, "driver": t.driver,
+             "args": encode(list(t.args), _input_marker),
+             "kwargs": {name: encode(value, _input_marker) for name, value in t.kwargs.items()}}
+            for i, t in enumerate(tests)]
+
+
+# ---- grading ---------------------------------------------------------------------------------------
+def _why(run, answers: dict, group: str, limit: int, memory_mb: int) -> tuple[str, str]:
+    """(status, reason) of one sandbox run; status "graded" when nothing went wrong."""
+    load = answers.get("__load__")
+    if run.limit == "cpu":
+        return "timeout", f"timed out: over the limit of {limit} s of CPU time (tests {group!r})"
+    if run.limit == "wall":
+        return "timeout", (f"timed out: over {sandbox.wall_seconds(limit)} s of wall-clock time with "
+                           f"{limit} s of CPU time allowed (tests {group!r}): the code waited (sleep, "
+                           f"input, a lock) rather than computed")
+    if run.limit == "output":
+        return "crashed", f"stopped: the answers exceeded {sandbox.MAX_ANSWER_BYTES >> 20} MiB"
+    if load is None:
+        return "crashed", f"the sandbox ended before the graded cells loaded (exit {run.returncode}): {run.log_tail[-300:]}"
+    if not load["ok"]:
+        return "load-error", f"the graded cells failed to load: {error_text(load['error'])}"
+    if "__done__" not in answers:
+        return "crashed", f"the process ended early (exit {run.returncode}, memory limit {memory_mb} MiB)"
+    return "graded", ""
+
+
+def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden) -> ExerciseResult:
+    exercise: Exercise = module.EXERCISE
+    tests = module.tests()
+    result = ExerciseResult(exercise.notebook, exercise.title, "graded", "", max_score=sum(t.points for t in tests),
+                            number=book_number(exercise.notebook))
+    if not code.strip():
+        result.status, result.message = "no-graded-cells", f"no code cell is tagged {TAG_PREFIX}{exercise.notebook}"
+        result.tests = [TestResult(t.name, t.points, False, "not graded: no graded cells") for t in tests]
+        return result
+    verdicts: dict[int, Verdict] = {}
+    problems = []
+    unloadable = None                                         # (CPU limit, reason) once the cells failed to load
+    for group, seconds in exercise.groups.items():
+        members = [i for i, t in enumerate(tests) if t.group == group]
+        limit = max(1, int(seconds if timeout is None else min(seconds, timeout)))
+        if not members:
+            continue
+        if unloadable is not None and limit <= unloadable[0]:   # the same cells would fail again
+            verdicts.update((i, Verdict(False, f"not run: {unloadable[1]}")) for i in members)
+            continue
+        jobs = _jobs([tests[i] for i in members])
+        with tempfile.TemporaryDirectory(prefix="grade-") as root:
+            box = sandbox.make_box(Path(root), code, {"exercise": exercise.notebook, "tests": jobs}, exercise.blocked)
+            shutil.copy(CONVENTIONS, box / "conventions.py")
+            (box / "conventions.py").chmod(0o644)                   # readable by the sandbox's user
+            run = sandbox.run(box, masked=exercise.masked, forbidden=forbidden, cpu_seconds=limit,
+                              memory_mb=memory_mb)
+        answers = read_answers(run.answers, [job["id"] for job in jobs])
+        if "__start__" not in answers:
+            raise SandboxUnavailable(f"the sandbox did not start (exit {run.returncode}): {printable(run.log_tail[-500:])}")
+        status, why = _why(run, answers, group, limit, memory_mb)
+        if status != "graded":
+            problems.append((status, why))
+        loaded = answers.get("__load__", {}).get("ok", False)
+        if not loaded:
+            unloadable = (limit, why)
+        for i, job in zip(members, jobs):
+            verdicts[i] = judge(tests[i], answers.get(job["id"]) if loaded else None, f"no answer: {why}")
+    if problems:
+        result.status, result.message = problems[0][0], printable("; ".join(why for _, why in problems))
+    gated = gate(tests, [verdicts[i] for i in range(len(tests))])
+    result.tests = [TestResult(t.name, t.points, v.passed, printable(v.message), printable(v.detail))
+                    for t, v in zip(tests, gated)]
+    result.score = sum(t.points for t in result.tests if t.passed)
+    return result
+
+
+def _forbidden(tests_dir) -> list[Path]:
+    """What the sandbox must never see, even where a Python path lies inside it."""
+    return [Path(tests_dir).resolve(), (ROOT / "solutions").resolve(), sandbox.LIB_DIR,
+            Path(__file__).resolve().parent]                            # the grader itself
+
+
+def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=4096,
+                   hidden=None) -> NotebookResult:
+    """Grade the notebook on `exercise` (a name of the hidden tests; by default the one its file
+    name names). A notebook that cannot be graded gives a result with an error; only a sandbox
+    that cannot start raises (SandboxUnavailable)."""
+    hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
+    exercise = exercise or exercise_for(path, hidden)
+    if exercise is None:
+        return _names_nothing(path, hidden)
+    if exercise not in hidden:
+        return NotebookResult(str(path), None, printable(f"no hidden tests for exercise {exercise!r}"))
+    try:
+        code = graded_code(read_notebook(path), exercise)
+        return NotebookResult(str(path), grade_exercise(code, hidden[exercise], timeout=timeout,
+                                                        memory_mb=memory_mb, forbidden=_forbidden(tests_dir)))
+    except NotebookError as exc:
+        return NotebookResult(str(path), None, printable(f"cannot read the notebook: {exc}"))
+    except SandboxUnavailable:
+        raise
+    except Exception as exc:                                  # noqa: BLE001 - this notebook's error, not the batch's
+        return NotebookResult(str(path), None, printable(f"grading failed: {type(exc).__name__}: {exc}"))
+
+
+def _names_nothing(path, hidden) -> NotebookResult:
+    names = ", ".join(hidden)
+    return NotebookResult(str(path), None, printable(f"its file name names no exercise (a handed-in notebook's "
+                                                     f"name contains one of: {names})"))
+
+
+def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT_TESTS, timeout=None,
+                     memory_mb=4096, hidden=None) -> Submission:
+    """Grade one student's notebooks on the assignment's exercises (default: those the files
+    name), each exercise at most once; see the module's docstring."""
+    hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
+    named = [exercise or exercise_for(p, hidden) for p in paths]
+    assignment = list(dict.fromkeys(assignment or [ex for ex in named if ex is not None]))
+    unknown = [ex for ex in assignment if ex not in hidden]
+    if unknown:
+        raise ValueError(f"the assignment names exercises without hidden tests: {unknown}")
+    counts = Counter(named)
+    notebooks = []
+    for path, ex in zip(paths, named):
+        module = hidden.get(ex)
+        if ex is None:
+            notebooks.append(_names_nothing(path, hidden))
+        elif ex not in assignment:
+            notebooks.append(NotebookResult(str(path), None, f"exercise {ex} is not part of this assignment"))
+        elif counts[ex] > 1:
+            others = ", ".join(Path(p).name for p, e in zip(paths, named) if e == ex)
+            notebooks.append(NotebookResult(str(path), ExerciseResult(
+                ex, module.EXERCISE.title, "duplicated", printable(f"{counts[ex]} files name this exercise "
+                                                                   f"({others}): none is graded"),
+                max_score=max_score(module), number=book_number(ex))))
+        else:
+            notebooks.append(grade_notebook(path, ex, tests_dir=tests_dir, timeout=timeout,
+                                            memory_mb=memory_mb, hidden=hidden))
+    missing = [ExerciseResult(ex, hidden[ex].EXERCISE.title, "missing", "no notebook handed in names it",
+                              max_score=max_score(hidden[ex]), number=book_number(ex))
+               for ex in assignment if ex not in named]
+    score = sum(nb.exercise.score for nb in notebooks if nb.exercise is not None)
+    return Submission(notebooks, missing, score, sum(max_score(hidden[ex]) for ex in assignment))
