@@ -293,3 +293,15 @@ def test_the_script_shows_the_view_of_every_control_position(model, context, tmp
             assert all(shown), [p for p, ok in zip(positions, shown) if not ok][:5]
     finally:
         server.close()
+
+
+def test_the_distribution_never_shows_a_negative_zero_and_counts_the_cut_others_apart():
+    from lib.tokenizer import BPETokenizer
+    from lib.widgets.temperature import N_BARS, distribution_html
+
+    logits = np.zeros(256)
+    logits[65] = 40.0                                        # one token holds (almost) all the mass
+    page = distribution_html(BPETokenizer(), logits, 0.25)
+    assert "entropy 0.00 bits" in page and "-0.00" not in page
+    page = distribution_html(BPETokenizer(), np.linspace(0, 1, 256), 1.0, top_k=40)
+    assert f"{40 - N_BARS} others ({256 - 40} more cut)" in page

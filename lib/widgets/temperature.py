@@ -26,7 +26,8 @@ def _setting_label(value, off="off"):
 def distribution_html(tokenizer, logits, temperature, top_k=None, top_p=None):
     """The next-token distribution as a bar chart: the N_BARS most likely tokens with the
     probability sampling gives each after the top-k / top-p cut (cut tokens hatched grey at
-    the probability they had before it), then all other tokens together. logits: (V,)."""
+    the probability they had before it), then the other tokens that sampling keeps, together,
+    and how many more the cut removed. logits: (V,)."""
     V = logits.shape[-1]
     if temperature == 0:                                     # greedy: all mass on the argmax
         before = after = np.eye(V)[np.argmax(logits)]        # (V,)
@@ -36,7 +37,7 @@ def distribution_html(tokenizer, logits, temperature, top_k=None, top_p=None):
         before = filtered_probs(logits[None], temperature)[0]                 # (V,)
         after = filtered_probs(logits[None], temperature, top_k, top_p)[0]    # (V,)
         kept = after > 0
-        bits = -(after[kept] * np.log2(after[kept])).sum()
+        bits = max(0.0, float(-(after[kept] * np.log2(after[kept])).sum()))   # never a "-0.00"
         head = (f"temperature {temperature:g}, top-k {_setting_label(top_k)}, top-p {_setting_label(top_p)}: "
                 f"sampling from {kept.sum()} of {V} tokens (entropy {bits:.2f} bits)")
     rows = []
@@ -50,7 +51,9 @@ def distribution_html(tokenizer, logits, temperature, top_k=None, top_p=None):
                     f'<div class="gptw-track"><div class="gptw-bar" style="width: {100 * shown:.2f}%"></div></div>'
                     f"<span>{text}</span></div>")
     rest = order[N_BARS:]
-    rows.append(f'<div class="gptw-row gptw-rest"><span class="gptw-tok">{len(rest)} others</span>'
+    n_cut = int((after[rest] == 0).sum())                    # the others that the cut removed
+    others = f"{len(rest) - n_cut} others" + (f" ({n_cut} more cut)" if n_cut else "")
+    rows.append(f'<div class="gptw-row gptw-rest"><span class="gptw-tok">{others}</span>'
                 f'<div class="gptw-track"><div class="gptw-bar" style="width: {100 * after[rest].sum():.2f}%">'
                 f"</div></div><span>{100 * after[rest].sum():.1f}% in all</span></div>")
     return f'<div class="gptw-head">{html.escape(head)}</div><div class="gptw-bars">{"".join(rows)}</div>'
