@@ -34,6 +34,7 @@ SHOWS = {
     "lr_schedule": set(),
     "prefill_decode": {"n_ctx"},
     "kv_cache": {"n_ctx", "n_layer", "n_head", "n_embd"},
+    "likelihood_scoring": set(),
     "gpt1_classification": set(),
     "rope": {"n_head", "n_embd"},
     "gqa": {"n_layer", "n_head", "n_embd"},

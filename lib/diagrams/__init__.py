@@ -19,12 +19,14 @@ has the drawing kit, the palette and the type style).
   and cosine decay;
 - chapter 6: `prefill_decode`, the cache slots each phase writes; `kv_cache`, what every layer
   keeps, and its size;
+- chapter 6b: `likelihood_scoring`, a multiple-choice item scored choice by choice (sum, mean,
+  gain over a neutral text);
 - chapter 7: `gpt1_classification`, GPT-1's input format and the head on the last token;
 - chapter 8: `rope`, the rotation of pairs; `gqa`, query heads sharing key/value heads.
 """
 from __future__ import annotations
 
-from . import attention, decoding, embeddings, finetuning, model, modern, tokenization, training
+from . import attention, decoding, embeddings, evaluation, finetuning, model, modern, tokenization, training
 
 DIAGRAMS = {
     "bpe_merges": ("chapters/01_tokenization", tokenization.bpe_merges),
@@ -37,6 +39,7 @@ DIAGRAMS = {
     "lr_schedule": ("chapters/05_training", training.lr_schedule),
     "prefill_decode": ("chapters/06_decoding", decoding.prefill_decode),
     "kv_cache": ("chapters/06_decoding", decoding.kv_cache),
+    "likelihood_scoring": ("chapters/06b_evaluation", evaluation.likelihood_scoring),
     "gpt1_classification": ("chapters/07_finetuning", finetuning.gpt1_classification),
     "rope": ("chapters/08_modern_block", modern.rope),
     "gqa": ("chapters/08_modern_block", modern.gqa),
