@@ -1,7 +1,8 @@
 """Show lib's own source in a notebook, so the book never carries a second copy of the code.
 
 `show(obj)` renders one function or class; `side_by_side(numpy_obj, torch_obj)` renders the two
-twins of a component in two columns. Both highlight with Pygments into plain HTML, which works
+twins of a component in two columns, stacked where two lines of 88 characters do not fit side by
+side. Both highlight with Pygments into plain HTML, which works
 live in Jupyter and Colab and in the static book.
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ def source(obj) -> str:
 
 
 def _highlighted(obj) -> str:
+    """The source as highlighted HTML at the page's code size. lib is written in lines of up to
+    120 characters, so a line too long for the column wraps instead of scrolling sideways."""
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import PythonLexer
@@ -24,7 +27,7 @@ def _highlighted(obj) -> str:
     where = f"{inspect.getmodule(obj).__name__}.{obj.__qualname__}"
     body = highlight(source(obj), PythonLexer(), HtmlFormatter(nowrap=True))
     return (f'<div class="lib-source"><div class="lib-source-name"><code>{html.escape(where)}</code></div>'
-            f'<pre style="font-size: 0.85em; line-height: 1.35; overflow-x: auto; margin: 0">{body}</pre></div>')
+            f'<pre style="line-height: 1.35; white-space: pre-wrap; margin: 0">{body}</pre></div>')
 
 
 _STYLE = None
@@ -45,8 +48,10 @@ def show(*objs):
 
 
 def side_by_side(numpy_obj, torch_obj):
-    """Display a numpy twin and its torch twin in two columns."""
+    """Display a numpy twin and its torch twin in two columns where two lines of 88 characters
+    fit side by side, one above the other where they do not (the book's course.css styles
+    .lib-twins the same way; the inline style serves Jupyter and Colab)."""
     from IPython.display import HTML
-    cell = '<div style="flex: 1 1 0; min-width: 0">{}</div>'
-    return HTML(_style() + '<div style="display: flex; gap: 1em">'
+    cell = '<div style="flex: 1 1 44em; min-width: 0">{}</div>'
+    return HTML(_style() + '<div class="lib-twins" style="display: flex; flex-wrap: wrap; gap: 1em">'
                 + cell.format(_highlighted(numpy_obj)) + cell.format(_highlighted(torch_obj)) + "</div>")

@@ -36,6 +36,12 @@ embedded in the page and a small inline script shows the state that the controls
 - The test saves a full-page screenshot of every page with a widget, after moving the
   controls, to _build/screenshots/ (and one of the book's first page).
 
+Reading
+-------
+On every chapter and exercise page, at most MAX_OVERFLOW of the visible code blocks may scroll
+sideways, no setup or test plumbing (PLUMBING) is visible, and the chapters hold at least
+MIN_GLOSSARY_LINKS links into the glossary; screenshots of chapters 3 and 4 are saved.
+
 Diagrams
 --------
 lib.diagrams draws each diagram into its chapter as `<img class="gpt-diagram"
@@ -299,6 +305,72 @@ def test_root_redirects_to_the_first_page(context, book_server):
         page.wait_for_url(book_server.url + PAGES[0], timeout=LOAD_TIMEOUT_MS)
     finally:
         page.close()
+
+
+# ---------------------------------------------------------------- the chapters as a reader sees them
+# Every chapter and exercise page at 1280 x 900: the code blocks a reader sees (not those in a
+# collapsed cell) must fit without sideways scrolling, all but MAX_OVERFLOW of them; no setup or
+# test plumbing shows; the chapters link the glossary. Screenshots of chapters 3 and 4 are saved
+# to _build/screenshots/ for a person to look at.
+
+READER_PAGES = [p for p in PAGES if p.startswith(("chapters/", "exercises/"))]
+MAX_OVERFLOW = 0.03  # of the visible code blocks: a table printed wide, say
+MIN_GLOSSARY_LINKS = 20
+PLUMBING = ("google.colab", "GPT2_COURSE_GPU_ON_CPU", "setup_step(", "COURSE =")
+READER_SHOTS = ("chapters/03_attention.html", "chapters/04_model.html")
+READ_PAGE = """() => {
+  const article = document.querySelector("article") || document.body;
+  const blocks = [...article.querySelectorAll("pre")].filter(b => b.offsetParent !== null);
+  // a block overflows when it, or the box around it that scrolls, is wider than it shows
+  const wide = el => el && el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible";
+  const over = blocks.filter(b => wide(b) || wide(b.parentElement));
+  const longest = b => b.innerText.split("\\n").reduce((a, l) => (l.length > a.length ? l : a), "");
+  return {blocks: blocks.length, overflowing: over.map(b => longest(b).slice(0, 120)),
+          glossary: article.querySelectorAll('a[href*="glossary.html#term-"]').length,
+          text: article.innerText};
+}"""
+
+
+@pytest.fixture(scope="module")
+def reading(context, book_server):
+    """{page: what READ_PAGE found} for every chapter and exercise page."""
+    found = {}
+    for name in READER_PAGES:
+        page = context.new_page()
+        try:
+            page.goto(book_server.url + name, wait_until="load", timeout=LOAD_TIMEOUT_MS)
+            found[name] = page.evaluate(READ_PAGE)
+            if name in READER_SHOTS:
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(SCREENSHOTS / (name.replace("/", "__")[:-5] + ".png")), full_page=True)
+        finally:
+            page.close()
+    return found
+
+
+def test_code_fits_the_page(reading):
+    blocks = sum(r["blocks"] for r in reading.values())
+    over = [f"{name}: {line}" for name, r in reading.items() for line in r["overflowing"]]
+    print(f"{len(over)} of {blocks} visible code blocks overflow ({len(over) / blocks:.1%})")
+    assert blocks >= 200, f"only {blocks} code blocks found: is the page structure what READ_PAGE expects?"
+    assert len(over) <= MAX_OVERFLOW * blocks, (f"{len(over)} of {blocks} code blocks overflow "
+                                                f"(at most {MAX_OVERFLOW:.0%}):\n" + "\n".join(over))
+
+
+def test_no_setup_or_test_plumbing_shows(reading):
+    shown = [f"{name}: {word}" for name, r in reading.items() for word in PLUMBING if word in r["text"]]
+    assert not shown, "\n".join(shown)
+
+
+def test_the_chapters_link_the_glossary(reading):
+    links = {name: r["glossary"] for name, r in reading.items() if name.startswith("chapters/")}
+    assert sum(links.values()) >= MIN_GLOSSARY_LINKS, links
+
+
+def test_chapters_3_and_4_are_saved_as_screenshots(reading):
+    for name in READER_SHOTS:
+        shot = SCREENSHOTS / (name.replace("/", "__")[:-5] + ".png")
+        assert shot.is_file() and shot.stat().st_size > 10_000, shot
 
 
 # ---------------------------------------------------------------- the checks can fail

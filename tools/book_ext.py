@@ -7,6 +7,9 @@
 
 2. The root index.html: a redirect to the first page, as sphinx-external-toc writes it,
    plus the book's icon (without one, the browser asks for /favicon.ico and logs a 404).
+
+3. The course's style sheet, tools/book_static/course.css: room for code lines of 88
+   characters on a 1280-pixel window.
 """
 import html
 from pathlib import Path
@@ -14,9 +17,13 @@ from pathlib import Path
 import fetch_assets  # a sibling module: local_extensions puts tools/ on sys.path
 
 
+COURSE_STATIC = Path(__file__).resolve().parent / "book_static"
+
+
 def add_offline_assets(app, config):
     fetch_assets.fetch()
     config.html_static_path.append(str(fetch_assets.STATIC))
+    config.html_static_path.append(str(COURSE_STATIC))
 
 
 def write_root_redirect(app, exception):
@@ -36,6 +43,7 @@ def write_root_redirect(app, exception):
 
 def setup(app):
     app.connect("config-inited", add_offline_assets)
+    app.add_css_file("course.css")
     # Before sphinx-external-toc's handler (priority 500), which then keeps this file.
     app.connect("build-finished", write_root_redirect, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -39,7 +39,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # The small model trained on Shakespeare that chapters 3, 5, 6 and the widgets use: trained once
-# here (2,000 steps, about 3 minutes on 2 cores) and cached, so that no notebook pays for it.
+# here (2,000 steps) and cached, so that no notebook pays for it.
 "$PY" -c "import lib.pretrained as p; print('install.sh: small Shakespeare model in', p.shakespeare_small_folder())"
 # Chapter 8's modern-block model, which chapter 6b evaluates: 300 steps, under a minute, once.
 "$PY" -c "import lib.pretrained as p; print('install.sh: modern-block model in', p.modern_small_folder())"
