@@ -15,7 +15,7 @@ from pathlib import Path
 from . import sandbox
 from .judging import error_text, gate, judge, read_answers
 from .notebooks import ROOT, TAG_PREFIX, NotebookError, book_number, exercise_for, graded_code, read_notebook
-from .results import ExerciseResult, NotebookResult, Submission, TestResult, max_score, printable
+from .results import ExerciseResult, NotebookResult, Submission, TestResult, clip, max_score, printable
 from .runner import encode
 from .sandbox import SandboxUnavailable
 from .spec import Config, Exercise, Model, Rng, Test, Verdict
@@ -77,6 +77,11 @@ def _why(run, answers: dict, group: str, limit: int, memory_mb: int) -> tuple[st
     return "graded", ""
 
 
+def cpu_limit(seconds: float, timeout: float | None) -> int:
+    """The CPU seconds of one sandbox run: its group's limit, capped by --timeout, at least 1."""
+    return max(1, int(seconds if timeout is None else min(seconds, timeout)))
+
+
 def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden) -> ExerciseResult:
     exercise: Exercise = module.EXERCISE
     tests = module.tests()
@@ -91,7 +96,7 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
     unloadable = None                                         # (CPU limit, reason) once the cells failed to load
     for group, seconds in exercise.groups.items():
         members = [i for i, t in enumerate(tests) if t.group == group]
-        limit = max(1, int(seconds if timeout is None else min(seconds, timeout)))
+        limit = cpu_limit(seconds, timeout)
         if not members:
             continue
         if unloadable is not None and limit <= unloadable[0]:   # the same cells would fail again
@@ -116,9 +121,9 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
         for i, job in zip(members, jobs):
             verdicts[i] = judge(tests[i], answers.get(job["id"]) if loaded else None, f"no answer: {why}")
     if problems:
-        result.status, result.message = problems[0][0], printable("; ".join(why for _, why in problems))
+        result.status, result.message = problems[0][0], clip("; ".join(why for _, why in problems))
     gated = gate(tests, [verdicts[i] for i in range(len(tests))])
-    result.tests = [TestResult(t.name, t.points, v.passed, printable(v.message), printable(v.detail))
+    result.tests = [TestResult(t.name, t.points, v.passed, clip(v.message), clip(v.detail))
                     for t, v in zip(tests, gated)]
     result.score = sum(t.points for t in result.tests if t.passed)
     return result
@@ -146,11 +151,11 @@ def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None
         return NotebookResult(str(path), grade_exercise(code, hidden[exercise], timeout=timeout,
                                                         memory_mb=memory_mb, forbidden=_forbidden(tests_dir)))
     except NotebookError as exc:
-        return NotebookResult(str(path), None, printable(f"cannot read the notebook: {exc}"))
+        return NotebookResult(str(path), None, clip(f"cannot read the notebook: {exc}"))
     except SandboxUnavailable:
         raise
     except Exception as exc:                                  # noqa: BLE001 - this notebook's error, not the batch's
-        return NotebookResult(str(path), None, printable(f"grading failed: {type(exc).__name__}: {exc}"))
+        return NotebookResult(str(path), None, clip(f"grading failed: {type(exc).__name__}: {exc}"))
 
 
 def _names_nothing(path, hidden) -> NotebookResult:
@@ -180,8 +185,8 @@ def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT
         elif counts[ex] > 1:
             others = ", ".join(Path(p).name for p, e in zip(paths, named) if e == ex)
             notebooks.append(NotebookResult(str(path), ExerciseResult(
-                ex, module.EXERCISE.title, "duplicated", printable(f"{counts[ex]} files name this exercise "
-                                                                   f"({others}): none is graded"),
+                ex, module.EXERCISE.title, "duplicated", clip(f"{counts[ex]} files name this exercise "
+                                                              f"({others}): none is graded"),
                 max_score=max_score(module), number=book_number(ex))))
         else:
             notebooks.append(grade_notebook(path, ex, tests_dir=tests_dir, timeout=timeout,

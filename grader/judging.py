@@ -8,19 +8,32 @@ only.
 from __future__ import annotations
 
 import json
+import re
 
 from .results import MAX_TEXT, printable
-from .runner import decode
+from .runner import MAX_LINE_BYTES, MAX_STRUCTURE, decode
 from .spec import Test, Verdict
+
+
+RECORD_ID = re.compile(rb'\{"id": "([A-Za-z0-9_]{1,16})", ')     # how the runner starts a record
 
 
 def read_answers(data: bytes, ids) -> dict:
     """{id: record} from what came through the answers pipe: JSON lines whose id is one of
     `ids` (or __start__, __load__, __done__), of the runner's shape; values decoded and checked
-    (runner.decode). Anything else is skipped; the last record of an id wins."""
+    (runner.decode). Anything else is skipped; the last record of an id wins. A line longer than
+    MAX_LINE_BYTES, or with more than MAX_STRUCTURE brackets and commas, is refused before it is
+    parsed (its test gets an error), so that parsing costs at most a small multiple of its size."""
     wanted = {"__start__", "__load__", "__done__", *ids}
     records = {}
     for line in data.split(b"\n"):
+        if len(line) > MAX_LINE_BYTES or line.count(b",") + line.count(b"[") + line.count(b"{") > MAX_STRUCTURE:
+            found = RECORD_ID.match(line)
+            if found and found[1].decode() in wanted:
+                records[found[1].decode()] = {"ok": False, "error": {
+                    "type": "AnswerTooLarge", "blocked": False,
+                    "message": f"the answer is over {MAX_LINE_BYTES >> 20} MiB or {MAX_STRUCTURE:,} values as JSON"}}
+            continue
         try:
             raw = json.loads(line)
         except (ValueError, RecursionError):

@@ -3,8 +3,9 @@
 A Submission holds one NotebookResult per notebook handed in and one ExerciseResult per
 exercise of the assignment that no notebook names. `as_dict` is what `python -m grader --json`
 prints; `submission_from_dict` reads it back (grader/classroom.py does). `report` is the text a
-student reads. Everything here that came from a notebook or a sandbox went through `printable`
-before it got here, so that no result can start a line of a report or move the cursor.
+student reads. Every text in a result that came from a notebook or a sandbox went through `clip`
+before it got here, and `report` escapes the file names, so that nothing a student chose can
+start a line of a report or move the cursor.
 """
 from __future__ import annotations
 
@@ -56,6 +57,14 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
+def clip(text: str) -> str:
+    """`text` printable (see above) and at most MAX_TEXT characters: how every message that goes
+    into a result is written, so that no value, however large, can swell a report."""
+    text = str(text)
+    short = printable(text[:MAX_TEXT])
+    return short if len(text) <= MAX_TEXT and len(short) <= MAX_TEXT else short[:MAX_TEXT - 3] + "..."
+
+
 def max_score(module) -> int:
     """The points of a hidden-test module's tests, all together."""
     return sum(t.points for t in module.tests())
@@ -103,7 +112,7 @@ def report(submission: Submission, instructor: bool = False) -> str:
     """The submission as text: per notebook its exercise and tests, the missing exercises, the total."""
     blocks = []
     for nb in submission.notebooks:
-        lines = [nb.path] + ([f"  ERROR: {nb.error}"] if nb.error else [])
+        lines = [printable(nb.path)] + ([f"  ERROR: {nb.error}"] if nb.error else [])
         blocks.append("\n".join(lines + (_exercise_lines(nb.exercise, instructor) if nb.exercise else [])))
     if submission.missing:
         blocks.append("\n".join(["missing"] + [line for ex in submission.missing for line in _exercise_lines(ex, instructor)]))

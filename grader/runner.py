@@ -15,9 +15,10 @@ well have returned; the grader reads at most MAX_ANSWER_BYTES and checks every r
 The value codec (`encode`, `decode`) is shared with the grader, which imports this module.
 Values are JSON, except arrays ({"__array__": [dtype, shape, base64 of the bytes]}, numbers
 and booleans only, no pickle, no compression), non-finite floats ({"__float__": "nan"}), dicts
-({"__dict__": [[key, value], ...]}) and, for inputs only, the markers {"__config__": fields},
+of at most MAX_DICT_KEYS string keys ({"__dict__": [[key, value], ...]}) and, for inputs only, the markers {"__config__": fields},
 {"__model__": {...}} and {"__rng__": seed}. `decode` checks every part and raises ValueError
-on anything else, so that a forged answer cannot make the grader allocate, recurse or crash.
+on anything else, so that a forged answer cannot make the grader allocate, recurse or crash, and
+its time is linear in the value's size.
 """
 import base64
 import builtins
@@ -29,7 +30,11 @@ import re
 import numpy as np
 
 MAX_ITEMS = 100_000  # values (list items, dict entries, arrays) in one encoded value
+MAX_DICT_KEYS = 256  # entries of one dict; their keys are strings (Python hashes those with a secret
+                     # seed, where equal hashes of numbers or tuples can be forged to make a dict quadratic)
 MAX_DEPTH = 16
+MAX_LINE_BYTES = 8 << 20  # of one answer record as JSON (the largest a solution sends: 0.7 MB)
+MAX_STRUCTURE = 4 * MAX_ITEMS  # [ { and , in one record: what json.loads would make objects of
 MAX_DIMS = 32
 ARRAY_DTYPE = re.compile(r"[<>|][biufc][0-9]{1,2}")   # numpy's dtype.str of numbers and booleans
 BLOCKED_MARK = "REFERENCE UNAVAILABLE"  # the stubs of blocked lib names raise with this text
@@ -60,7 +65,9 @@ def encode(value, extra=None):
         if isinstance(v, (list, tuple)):
             return [enc(x, depth + 1) for x in v]
         if isinstance(v, dict):
-            return {"__dict__": [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in v.items()]}
+            if len(v) > MAX_DICT_KEYS or not all(type(k) is str for k in v):
+                raise TypeError(f"a dict can be graded when it has at most {MAX_DICT_KEYS} keys, all strings")
+            return {"__dict__": [[k, enc(x, depth + 1)] for k, x in v.items()]}
         form = extra(v) if extra is not None else None
         if form is not None:
             return form
@@ -90,8 +97,11 @@ def decode(data, make_object=None):
             return _array(payload)
         if kind == "__float__" and payload in ("nan", "inf", "-inf"):
             return float(payload)
-        if kind == "__dict__" and isinstance(payload, list) and all(isinstance(p, list) and len(p) == 2 for p in payload):
-            return {_hashable(dec(k, depth + 1)): dec(x, depth + 1) for k, x in payload}
+        if kind == "__dict__" and isinstance(payload, list):
+            if len(payload) > MAX_DICT_KEYS or not all(isinstance(p, list) and len(p) == 2 and type(p[0]) is str
+                                                       for p in payload):
+                raise ValueError(f"a dict must have at most {MAX_DICT_KEYS} keys, all strings")
+            return {k: dec(x, depth + 1) for k, x in payload}
         if make_object is not None:
             return make_object(kind, payload)
         raise ValueError(f"unexpected value {str(v)[:80]}")
@@ -120,14 +130,6 @@ def _array(payload):
     return np.frombuffer(bytearray(raw), dtype).reshape(shape)
 
 
-def _hashable(key):
-    if isinstance(key, list):
-        return tuple(_hashable(k) for k in key)
-    if isinstance(key, (dict, np.ndarray)):
-        raise ValueError("a dict key must be a number, a string, None or a tuple of them")
-    return key
-
-
 # ---- inputs that are objects ------------------------------------------------------------------------
 def make_object(kind, payload):
     if kind == "__config__":
@@ -153,7 +155,12 @@ def main():
     answers = open(int(os.environ["GRADE_ANSWERS_FD"]), "w", encoding="utf-8")
 
     def write(record):
-        answers.write(json.dumps(record) + "\n")
+        line = json.dumps(record)
+        if len(line) > MAX_LINE_BYTES:
+            line = json.dumps({"id": record["id"], "ok": False, "error": {
+                "type": "AnswerTooLarge", "blocked": False,
+                "message": f"the answer is larger than {MAX_LINE_BYTES >> 20} MiB as JSON"}})
+        answers.write(line + "\n")
         answers.flush()
 
     write({"id": "__start__", "ok": True})

@@ -13,8 +13,9 @@ The student's return value comes back the same way and `Test.check` judges it he
 grader's process, where the student's code never ran.
 
 A check returns a `Verdict`: whether the answer passes, a message for the student and a detail
-for the instructor. The message never holds an expected value (a student who read them could
-build a table of answers in two rounds); the detail may.
+for the instructor. The message never holds an expected value or its size (a student who read
+them could build a table of answers in two rounds); the detail may. The grader cuts every
+message to grader.results.MAX_TEXT characters.
 """
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def close(expected, rtol, atol, dtype=None, match_nan=False):
         if not isinstance(got, np.ndarray):
             return False, f"expected a numpy array, got {type(got).__name__}"
         if got.shape != expected.shape:
-            return False, f"shape {got.shape}, expected {expected.shape}"
+            return Verdict(False, f"shape {got.shape}: not the expected shape", f"expected {expected.shape}")
         if dtype is not None and got.dtype != np.dtype(dtype):
             return False, f"dtype {got.dtype}, expected {np.dtype(dtype)} (keep the input's dtype)"
         if not np.issubdtype(got.dtype, np.number):
@@ -132,7 +133,8 @@ def equal(expected):
     def check(got):
         if isinstance(expected, np.ndarray):
             if not isinstance(got, np.ndarray) or got.shape != expected.shape:
-                return False, f"expected an array of shape {expected.shape}, got {_describe(got)}"
+                return Verdict(False, f"got {_describe(got)}: not an array of the expected shape",
+                               f"expected shape {expected.shape}")
             if not np.issubdtype(got.dtype, np.integer):
                 return False, f"expected integers, got dtype {got.dtype}"
             diff = np.argwhere(got != expected)
@@ -154,7 +156,8 @@ def filtered(expected):
 
     def check(got):
         if not isinstance(got, np.ndarray) or got.shape != expected.shape:
-            return False, f"expected an array of shape {expected.shape}, got {_describe(got)}"
+            return Verdict(False, f"got {_describe(got)}: not an array of the expected shape",
+                           f"expected shape {expected.shape}")
         if got.dtype != expected.dtype:
             return False, f"dtype {got.dtype}, expected {expected.dtype} (keep the logits' dtype)"
         removed, want_removed = np.isneginf(got), np.isneginf(expected)

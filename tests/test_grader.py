@@ -16,20 +16,22 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import numpy as np
 import pytest
 
-from grader import (DEFAULT_TESTS, gate, grade_notebook, grade_submission, load_hidden_tests, max_score,
-                    read_answers)
+from grader import (DEFAULT_TESTS, MAX_TEXT, gate, grade_exercise, grade_notebook, grade_submission,
+                    load_hidden_tests, max_score, read_answers)
 from grader import sandbox, seccomp
 from grader.__main__ import main
 from grader.conventions import DRIVERS
-from grader.results import report as text_report
-from grader.runner import encode, make_object
+from grader.results import ExerciseResult, NotebookResult, Submission, report as text_report
+from grader.runner import MAX_DICT_KEYS, MAX_LINE_BYTES, encode, make_object
 from grader.sandbox import LIB_DIR, SandboxUnavailable, _blocked_source, check_bwrap, copy_lib
-from grader.spec import Config, Model, Rng, Verdict, close, equal, filtered, frequencies, integer
+from grader.spec import (Config, Exercise, Model, Rng, Test, Verdict, close, equal, filtered, frequencies,
+                         integer)
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every exercise the grader knows, from its hidden tests: a new exercise is covered by every test
@@ -682,6 +684,68 @@ def test_read_answers_takes_only_records_of_the_runner_shape():
     assert "\n" not in error["type"] and "\x1b" not in error["message"] and len(error["message"]) < 700, error
     assert np.array_equal(records["t008"]["value"], np.arange(3.0))
 
+
+
+def test_answers_decode_in_linear_time_dicts_of_string_keys_only():
+    """Ints that share one hash (multiples of the int hash's modulus) would make a dict quadratic
+    to build, in the grader's process: an answer's dicts have string keys (hashed with a secret
+    seed), at most MAX_DICT_KEYS of them, or the answer is refused."""
+    colliding = {"__dict__": [[k * sys.hash_info.modulus, 0] for k in range(1, 51)]}
+    tuples = {"__dict__": [[[k, 1], 0] for k in range(3)]}
+    many = {"__dict__": [[str(k), 0] for k in range(MAX_DICT_KEYS + 1)]}
+    fine = {"__dict__": [["h.0.attn.c_attn.weight", encode(np.ones(2))]]}
+    data = b"".join(_line({"id": f"t00{i}", "ok": True, "value": v})
+                    for i, v in enumerate([colliding, tuples, many, fine]))
+    records = read_answers(data, ["t000", "t001", "t002", "t003"])
+    for bad in ("t000", "t001", "t002"):
+        assert records[bad]["error"]["type"] == "BadAnswer", records[bad]
+    assert np.array_equal(records["t003"]["value"]["h.0.attn.c_attn.weight"], np.ones(2))
+    with pytest.raises(TypeError, match="strings"):                   # the sandbox says so first
+        encode({(1, 2): 0})
+
+
+def test_a_huge_answer_line_is_refused_before_it_is_parsed():
+    """Parsed, 4 MiB of empty lists would be some 30 times its size in Python objects; a line
+    over MAX_LINE_BYTES, or with more brackets and commas than MAX_STRUCTURE, is refused unread,
+    so the grader's memory stays within a small multiple of what the sandbox sent."""
+    import tracemalloc
+    lists = b'{"id": "t000", "ok": true, "value": [' + b"[]," * ((4 << 20) // 3) + b'[]]}\n'
+    text = b'{"id": "t001", "ok": true, "value": "' + b"A" * (MAX_LINE_BYTES + 1) + b'"}\n'
+    tracemalloc.start()
+    try:
+        records = read_answers(lists + text, ["t000", "t001"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(lists + text), f"{peak / 2**20:.0f} MiB for {len(lists + text) / 2**20:.0f} MiB of answers"
+    assert [records[i]["error"]["type"] for i in ("t000", "t001")] == ["AnswerTooLarge"] * 2, records
+
+
+def test_every_message_is_cut_and_none_tells_an_expected_size(tmp_path, hidden):
+    """A check whose message holds a huge value does not swell the report; BPE's message does not
+    tell how many merges the rules give; array checks do not tell the expected shape."""
+    huge = SimpleNamespace(EXERCISE=Exercise(notebook="probe", title="probe", functions=("f",)),
+                           tests=lambda: [Test("huge", "f", (), lambda v: (False, "x" * 1_000_000))])
+    ex = grade_exercise("def f():\n    return 1\n", huge, timeout=5, memory_mb=1024, forbidden=[])
+    assert ex.status == "graded" and len(ex.tests[0].message) <= MAX_TEXT, len(ex.tests[0].message)
+    expected = [(97, 98)] * 146
+    for got in ([(97, 98)] * 150, [(97, 98)] * 140):
+        verdict = Verdict(*hidden["ch1_bpe"].merges_check(expected)((got, [1])))
+        assert not verdict.passed and "146" not in verdict.message and "146" in verdict.detail, verdict
+    for check in (close(np.zeros((7, 5)), 0, 0), equal(np.zeros((7, 5), np.int64)), filtered(np.zeros((7, 5)))):
+        verdict = Verdict(*check(np.zeros((5, 7))))
+        assert not verdict.passed and "(7, 5)" not in verdict.message and "(7, 5)" in verdict.detail, verdict
+
+
+def test_file_names_cannot_forge_report_lines():
+    """A notebook's file name goes into the report escaped, as sandbox text does: a newline in it
+    cannot start a score line, a terminal escape cannot hide the real result."""
+    forged = "x\n  4.1 ch4_gelu GELU: 24/24\n    PASS all (24 pt): right\n\x1b[1A\x1b[2Kch4_gelu.ipynb"
+    result = ExerciseResult("ch4_gelu", "GELU", "graded", "", 0, 24, number="4.1")
+    text = text_report(Submission([NotebookResult(forged, result)], [], 0, 24))
+    forged_lines = [line for line in text.splitlines() if line.lstrip().startswith(("4.1 ch4_gelu GELU: 24", "PASS"))]
+    assert not forged_lines, text
+    assert len(text.splitlines()) == 4 and "\x1b" not in text, text
 
 FORGERY = r'''
 import json, os

@@ -150,8 +150,8 @@ def merges_check(expected):
                 return Verdict(False, f"merge {k} (id {256 + k}) is {a}, not the pair the rules choose "
                                       f"(the {k} merges before it are right)", f"expected {b}")
         if len(merges) != len(expected):
-            return Verdict(False, f"{len(merges)} merges: not the expected number (the first "
-                                  f"{min(len(merges), len(expected))} are right)", f"expected {len(expected)}")
+            return Verdict(False, f"{len(merges)} merges: not the expected number",
+                           f"expected {len(expected)}; the first {min(len(merges), len(expected))} are right")
         return Verdict(True, f"{len(merges)} merges, all right")
     return check
 
