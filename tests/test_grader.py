@@ -594,7 +594,7 @@ def test_backward_reference_agrees_with_lib(hidden):
 
 
 def test_rope_and_rmsnorm_references_agree_with_lib(hidden):
-    from lib.numpy_twin.model import RMSNorm, apply_rope, apply_rope_backward, rope_cos_sin
+    from lib.numpy_twin.modern import RMSNorm, apply_rope, apply_rope_backward, rope_cos_sin
 
     ref = hidden["ch8_rope"].REFERENCE
     rng = np.random.default_rng(0)

@@ -16,8 +16,8 @@ import lib
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.config import GPTConfig, param_counts, param_shapes
-from lib.numpy_twin import model as nm
-from lib.torch_twin import model as tm
+from lib.numpy_twin import modern as nm
+from lib.torch_twin import modern as tm
 
 LOGIT_ATOL = 1e-4
 

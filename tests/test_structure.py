@@ -87,6 +87,18 @@ def test_no_import_cycle_between_a_shared_module_and_a_twin():
     assert not cycles, "shared modules import twins that import them back:\n" + "\n".join(cycles[:10])
 
 
+def test_the_modern_pieces_build_on_the_model_never_the_reverse():
+    """modern.py imports model.py and registers its layers in model.py's tables; model.py, which
+    reads as GPT-2, reaches modern.py by no import chain (the twin's package, which imports both,
+    left aside)."""
+    graph = import_graph()
+    for twin in TWINS:
+        model, modern = f"{twin}.model", f"{twin}.modern"
+        assert model in graph[modern]
+        below = {m: deps - {"lib", twin} for m, deps in graph.items()}
+        assert path_between(below, model, modern) is None, " -> ".join(path_between(below, model, modern))
+
+
 def test_the_numpy_twin_imports_and_runs_without_torch():
     code = """
 import sys

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..config import GPTConfig, kv_cache_bytes, param_shapes
-from ..numpy_twin.model import rope_cos_sin
+from ..numpy_twin.modern import rope_cos_sin
 from .svg import INK, MUTED, SMALL, Canvas, fill_of
 
 POSITIONS = 4     # positions m drawn on each circle

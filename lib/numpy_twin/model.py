@@ -6,7 +6,11 @@ As in torch, a model is in training mode (dropout on) until `eval()`, and `train
 Read it beside `lib/torch_twin/model.py`: same classes, same names, same order.
 
 Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
-G = kv_heads (key/value heads, H unless GQA/MQA), F = hidden_dim (feed-forward width).
+G = key/value heads (H in GPT-2), F = hidden_dim (feed-forward width).
+
+Chapter 8's pieces (RMSNorm, SwiGLU, RoPE, shared key/value heads) live in
+`lib/numpy_twin/modern.py`, which registers them in the tables below (`NORMS`, `MLPS`,
+`ATTENTIONS`); this module never imports it.
 """
 from __future__ import annotations
 
@@ -73,21 +77,6 @@ ACTIVATIONS = {"gelu": (gelu, gelu_backward), "gelu_exact": (gelu_exact, gelu_ex
                "relu": (relu, relu_backward)}
 
 
-def sigmoid(x):
-    """1 / (1 + exp(-x)), written with tanh so that no exponent overflows."""
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
-def silu(x):
-    """SiLU (also called swish): x * sigmoid(x), SwiGLU's gate."""
-    return x * sigmoid(x)
-
-
-def silu_backward(dy, x):
-    s = sigmoid(x)
-    return dy * s * (1.0 + x * (1.0 - s))
-
-
 def softmax(x, axis=-1):
     """Numerically stable: subtracting the row max makes every exponent <= 0."""
     e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -99,39 +88,6 @@ def causal_mask(T, start, dtype):
     """(T, start + T) additive mask: query i sits at position start + i and may see keys
     0 .. start + i; later keys get -inf, which the softmax turns into weight 0."""
     return np.triu(np.full((T, start + T), -np.inf, dtype), k=start + 1)
-
-
-# ---- rotary position embeddings (RoPE) and shared key/value heads (GQA) -------------------------
-def rope_cos_sin(start, T, head_dim, base, dtype):
-    """cos and sin of the angles (start + t) * base ** (-2i / head_dim), each (T, head_dim / 2):
-    at position start + t, pair i turns by that angle. Computed in float64, then cast."""
-    inv_freq = base ** (-np.arange(0, head_dim, 2) / head_dim)           # (D/2,)
-    angles = np.arange(start, start + T)[:, None] * inv_freq[None, :]   # (T, D/2)
-    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
-
-
-def apply_rope(x, cos, sin):
-    """Rotate each pair (x_i, x_{i + D/2}) of every head's vector by its position's angle.
-    x: (B, heads, T, D); cos, sin: (T, D/2). Pairs are taken across the two halves, as GPT-NeoX
-    and transformers' LLaMA take them (the RoPE paper pairs neighbours; a permutation apart)."""
-    x1, x2 = np.split(x, 2, axis=-1)                         # (B, heads, T, D/2) each
-    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)  # (B, heads, T, D)
-
-
-def apply_rope_backward(dy, cos, sin):
-    """A rotation's transpose is the rotation by minus the angle."""
-    return apply_rope(dy, cos, -sin)
-
-
-def repeat_kv(x, n):
-    """(B, G, S, D) -> (B, G * n, S, D): each key/value head repeated for the n query heads it serves."""
-    return x if n == 1 else np.repeat(x, n, axis=1)
-
-
-def repeat_kv_backward(dx, n):
-    """(B, G * n, S, D) -> (B, G, S, D): a shared head's gradient is the sum over the heads it served."""
-    B, Gn, S, D = dx.shape
-    return dx if n == 1 else dx.reshape(B, Gn // n, n, S, D).sum(axis=2)
 
 
 # ---- layers ------------------------------------------------------------------------------------
@@ -291,34 +247,13 @@ class LayerNorm(Module):
                        - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
 
 
-class RMSNorm(Module):
-    """Divide each vector by its root mean square, then scale: LayerNorm without the mean and
-    without the bias (eps as LayerNorm's)."""
-    param_names = ("weight",)
-
-    def __init__(self, n_embd, eps=1e-5):
-        self.weight = np.ones(n_embd, np.float32)
-        self.eps = eps
-
-    def forward(self, x):                                    # x: (B, T, C)
-        rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)  # (B, T, 1)
-        xhat = x * rstd
-        return xhat * self.weight, (xhat, rstd)
-
-    def backward(self, dy, cache):
-        xhat, rstd = cache
-        self.grads["weight"] += (dy * xhat).reshape(-1, xhat.shape[-1]).sum(axis=0)
-        dxhat = dy * self.weight
-        # d/dx of x / rms(x): remove the part of dxhat along xhat (no mean was taken out)
-        return rstd * (dxhat - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
-
-
-NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+NORMS = {"layernorm": LayerNorm}                    # lib.numpy_twin.modern adds "rmsnorm"
 
 
 class AttentionCache(NamedTuple):
     """What CausalSelfAttention.backward needs from its forward; `att` (B, H, T, S) are the
-    attention weights (S = start + T keys), which the attention viewer also reads."""
+    attention weights (S = start + T keys), which the attention viewer also reads; `turn` is
+    what `turn` kept for its backward."""
     c_attn: np.ndarray
     q: np.ndarray
     k: np.ndarray
@@ -327,19 +262,20 @@ class AttentionCache(NamedTuple):
     att_mask: np.ndarray | None
     c_proj: np.ndarray
     resid_mask: np.ndarray | None
-    rope: tuple | None
+    turn: tuple | None
 
 
 class CausalSelfAttention(Module):
     """Multi-head attention where each position sees only itself and earlier positions.
-    With G = kv_heads < H (GQA; G = 1 is MQA) each key/value head serves H / G query heads;
-    with RoPE, q and k are turned by their positions' angles before the scores."""
+    GPT-2 has G = H key/value heads, one per query head, and its positions are in x already, so
+    `turn` and `share` pass q, k, v through; lib.numpy_twin.modern's ModernAttention turns q and
+    k by position (RoPE) and shares G < H key/value heads among the query heads (GQA)."""
 
-    def __init__(self, config: GPTConfig):
-        self.n_head, self.n_kv_head = config.n_head, config.kv_heads
-        self.rope_base = config.rope_base if config.position == "rope" else None
-        n_qkv = (config.n_head + 2 * config.kv_heads) * config.head_dim
-        self.c_attn = Linear(config.n_embd, n_qkv, config.bias)   # fused q, k, v: (H + 2G) D outputs
+    def __init__(self, config: GPTConfig, n_kv_head=None):
+        self.n_head = config.n_head
+        self.n_kv_head = n_kv_head or config.n_head          # G: H in GPT-2
+        n_qkv = (config.n_head + 2 * self.n_kv_head) * config.head_dim
+        self.c_attn = Linear(config.n_embd, n_qkv, config.bias)   # fused q, k, v: (H + 2G) D = 3C outputs
         self.c_proj = Linear(config.n_embd, config.n_embd, config.bias)
         self.attn_dropout = Dropout(config.dropout)          # on the attention weights
         self.resid_dropout = Dropout(config.dropout)         # on the output, before the residual add
@@ -351,13 +287,10 @@ class CausalSelfAttention(Module):
         qkv = qkv.reshape(B, T, H + 2 * G, D).transpose(0, 2, 1, 3)  # (B, H + 2G, T, D)
         q, k, v = qkv[:, :H], qkv[:, H:H + G], qkv[:, H + G:]  # (B, H, T, D), (B, G, T, D), (B, G, T, D)
         start = 0 if kv_cache is None else kv_cache.length
-        rope = None
-        if self.rope_base is not None:                       # RoPE: turn q and k by their positions
-            rope = rope_cos_sin(start, T, D, self.rope_base, x.dtype)  # cos, sin: (T, D/2) each
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        q, k, turned = self.turn(q, k, start)                # GPT-2: as they are
         if kv_cache is not None:                             # decode: append, attend to all so far
             k, v = kv_cache.update(layer, k, v)              # (B, G, start + T, D)
-        k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)    # (B, H, start + T, D)
+        k, v = self.share(k, v)                              # (B, H, start + T, D) each
         att = q @ k.transpose(0, 1, 3, 2)                    # (B, H, T, start + T)
         att *= 1.0 / math.sqrt(D)
         if T > 1:                                            # one new query sees every key: no mask
@@ -368,12 +301,11 @@ class CausalSelfAttention(Module):
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
         out, c_proj_cache = self.c_proj.forward(y)           # (B, T, C)
         out, resid_mask = self.resid_dropout.forward(out)
-        return out, AttentionCache(c_attn_cache, q, k, v, att, att_mask, c_proj_cache, resid_mask, rope)
+        return out, AttentionCache(c_attn_cache, q, k, v, att, att_mask, c_proj_cache, resid_mask, turned)
 
     def backward(self, dout, cache):                         # dout: (B, T, C)
-        q, k, v, att, att_mask, rope = cache.q, cache.k, cache.v, cache.att, cache.att_mask, cache.rope
+        q, k, v, att, att_mask = cache.q, cache.k, cache.v, cache.att, cache.att_mask
         B, H, T, D = q.shape
-        n = H // self.n_kv_head                              # query heads per key/value head
         dout = self.resid_dropout.backward(dout, cache.resid_mask)
         dy = self.c_proj.backward(dout, cache.c_proj)        # (B, T, C)
         dy = dy.reshape(B, T, H, D).transpose(0, 2, 1, 3)    # (B, H, T, D)
@@ -385,11 +317,25 @@ class CausalSelfAttention(Module):
         ds *= 1.0 / math.sqrt(D)
         dq = ds @ k                                          # (B, H, T, D)
         dk = ds.transpose(0, 1, 3, 2) @ q                    # (B, H, T, D)
-        dk, dv = repeat_kv_backward(dk, n), repeat_kv_backward(dv, n)  # (B, G, T, D) each
-        if rope is not None:
-            dq, dk = apply_rope_backward(dq, *rope), apply_rope_backward(dk, *rope)
+        dk, dv = self.share_backward(dk, dv)                 # (B, G, T, D) each
+        dq, dk = self.turn_backward(dq, dk, cache.turn)
         dqkv = np.concatenate([dq, dk, dv], axis=1).transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, T, (H + 2G) D)
         return self.c_attn.backward(dqkv, cache.c_attn)      # (B, T, C)
+
+    def turn(self, q, k, start):                             # -> q, k, what turn_backward needs
+        return q, k, None
+
+    def turn_backward(self, dq, dk, turned):
+        return dq, dk
+
+    def share(self, k, v):                                   # (B, G, S, D) -> (B, H, S, D) each
+        return k, v
+
+    def share_backward(self, dk, dv):                        # (B, H, S, D) -> (B, G, S, D) each
+        return dk, dv
+
+
+ATTENTIONS = {"gpt2": CausalSelfAttention}           # lib.numpy_twin.modern adds "modern"
 
 
 class MLP(Module):
@@ -416,32 +362,7 @@ class MLP(Module):
         return self.c_fc.backward(dh, c_fc_cache)            # (B, T, C)
 
 
-class SwiGLU(Module):
-    """Gated feed-forward: SiLU(x W1) * (x W3), then W2. Here W1 is c_gate, W3 c_fc, W2 c_proj;
-    F is about 8/3 C, so its three matrices weigh about what the plain MLP's two do."""
-
-    def __init__(self, config: GPTConfig):
-        self.c_gate = Linear(config.n_embd, config.hidden_dim, config.bias)
-        self.c_fc = Linear(config.n_embd, config.hidden_dim, config.bias)
-        self.c_proj = Linear(config.hidden_dim, config.n_embd, config.bias)
-        self.dropout = Dropout(config.dropout)               # on the output, before the residual add
-
-    def forward(self, x):                                    # x: (B, T, C)
-        g, c_gate_cache = self.c_gate.forward(x)             # (B, T, F)
-        u, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
-        out, c_proj_cache = self.c_proj.forward(silu(g) * u) # (B, T, C)
-        out, drop_mask = self.dropout.forward(out)
-        return out, (c_gate_cache, g, c_fc_cache, u, c_proj_cache, drop_mask)
-
-    def backward(self, dout, cache):
-        c_gate_cache, g, c_fc_cache, u, c_proj_cache, drop_mask = cache
-        dout = self.dropout.backward(dout, drop_mask)
-        da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
-        dx = self.c_gate.backward(silu_backward(da * u, g), c_gate_cache)  # (B, T, C)
-        return dx + self.c_fc.backward(da * silu(g), c_fc_cache)
-
-
-MLPS = {"mlp": MLP, "swiglu": SwiGLU}
+MLPS = {"mlp": MLP}                                  # lib.numpy_twin.modern adds "swiglu"
 
 
 class BlockCache(NamedTuple):
@@ -457,7 +378,8 @@ class Block(Module):
 
     def __init__(self, config: GPTConfig):
         self.ln_1 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
-        self.attn = CausalSelfAttention(config)
+        plain = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        self.attn = ATTENTIONS["gpt2" if plain else "modern"](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
 

@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 from ..weights import normal_rows
-from .model import Linear, Module, sigmoid
+from .model import Linear, Module
+from .modern import sigmoid
 from .train import AdamW, clip_grad_norm, log_softmax
 
 LORA_TARGETS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")   # every Linear of a block

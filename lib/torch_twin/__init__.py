@@ -6,11 +6,12 @@ Mirrors lib.numpy_twin name for name; never imports it. Two modules have no nump
 """
 from .model import (GPT, MLP, Block, CausalSelfAttention, Embedding, KVCache, LayerNorm, Linear,
                      gelu, gelu_exact, relu, softmax)
-from .model import RMSNorm, SwiGLU, apply_rope, repeat_kv, rope_cos_sin, silu
+from .modern import ModernAttention, RMSNorm, SwiGLU, apply_rope, repeat_kv, rope_cos_sin, silu
 
 __all__ = ["GPT", "MLP", "Block", "CausalSelfAttention", "Embedding", "KVCache", "LayerNorm", "Linear",
            "gelu", "gelu_exact", "relu", "softmax"]
-__all__ += ["RMSNorm", "SwiGLU", "apply_rope", "repeat_kv", "rope_cos_sin", "silu"]  # beyond GPT-2 (chapter 8)
+__all__ += ["ModernAttention", "RMSNorm", "SwiGLU", "apply_rope", "repeat_kv", "rope_cos_sin",
+            "silu"]  # beyond GPT-2 (chapter 8), registered in model.py's tables by modern.py
 from .train import AdamW, Trainer, clip_grad_norm, cross_entropy, estimate_loss, grad_norm, perplexity, train_step
 
 __all__ += ["AdamW", "Trainer", "clip_grad_norm", "cross_entropy", "estimate_loss", "grad_norm", "perplexity",

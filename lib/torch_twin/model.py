@@ -3,7 +3,11 @@
 Read it beside `lib/numpy_twin/model.py`: same classes, same names, same order.
 A model is in training mode (dropout on) until `eval()`, and `train()` turns it back.
 Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
-G = kv_heads (key/value heads, H unless GQA/MQA), F = hidden_dim (feed-forward width).
+G = key/value heads (H in GPT-2), F = hidden_dim (feed-forward width).
+
+Chapter 8's pieces (RMSNorm, SwiGLU, RoPE, shared key/value heads) live in
+`lib/torch_twin/modern.py`, which registers them in the tables below (`NORMS`, `MLPS`,
+`ATTENTIONS`); this module never imports it.
 """
 from __future__ import annotations
 
@@ -38,43 +42,15 @@ def relu(x):
 ACTIVATIONS = {"gelu": gelu, "gelu_exact": gelu_exact, "relu": relu}
 
 
-def silu(x):
-    """SiLU (also called swish): x * sigmoid(x), SwiGLU's gate."""
-    return F.silu(x)
-
-
 def softmax(x, axis=-1):
     return torch.softmax(x, dim=axis)
-
-
-# ---- rotary position embeddings (RoPE) and shared key/value heads (GQA) -------------------------
-def rope_cos_sin(start, T, head_dim, base, dtype, device="cpu"):
-    """cos and sin of the angles (start + t) * base ** (-2i / head_dim), each (T, head_dim / 2):
-    at position start + t, pair i turns by that angle. Computed in float64, then cast."""
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # (D/2,)
-    angles = torch.arange(start, start + T, dtype=torch.float64, device=device)[:, None] * inv_freq  # (T, D/2)
-    return angles.cos().to(dtype), angles.sin().to(dtype)
-
-
-def apply_rope(x, cos, sin):
-    """Rotate each pair (x_i, x_{i + D/2}) of every head's vector by its position's angle.
-    x: (B, heads, T, D); cos, sin: (T, D/2). Pairs are taken across the two halves, as GPT-NeoX
-    and transformers' LLaMA take them (the RoPE paper pairs neighbours; a permutation apart)."""
-    x1, x2 = x.chunk(2, dim=-1)                               # (B, heads, T, D/2) each
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (B, heads, T, D)
-
-
-def repeat_kv(x, n):
-    """(B, G, S, D) -> (B, G * n, S, D): each key/value head repeated for the n query heads it serves."""
-    return x if n == 1 else x.repeat_interleave(n, dim=1)
 
 
 # ---- layers ----------------------------------------------------------------------------------------
 Linear = nn.Linear          # y = x W^T + b, W stored (out, in), as in the numpy twin
 Embedding = nn.Embedding    # row i is the vector of token (or position) i
 LayerNorm = nn.LayerNorm    # normalise to mean 0, variance 1, then scale and shift
-RMSNorm = nn.RMSNorm        # divide by the root mean square, then scale: no mean, no bias
-NORMS = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+NORMS = {"layernorm": LayerNorm}                              # lib.torch_twin.modern adds "rmsnorm"
 
 
 class Dropout(nn.Dropout):
@@ -98,18 +74,19 @@ class Dropout(nn.Dropout):
 
 class CausalSelfAttention(nn.Module):
     """Multi-head attention where each position sees only itself and earlier positions.
-    With G = kv_heads < H (GQA; G = 1 is MQA) each key/value head serves H / G query heads;
-    with RoPE, q and k are turned by their positions' angles before the scores.
+    GPT-2 has G = H key/value heads, one per query head, and its positions are in x already, so
+    `turn` and `share` pass q, k, v through; lib.torch_twin.modern's ModernAttention turns q and
+    k by position (RoPE) and shares G < H key/value heads among the query heads (GQA).
     forward returns (output, weights): the weights (B, H, T, S) when they were computed
     explicitly (`keep_attention`, set by GPT.forward_outputs, or a given dropout mask), else None."""
     keep_attention = False
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, n_kv_head=None):
         super().__init__()
-        self.n_head, self.n_kv_head = config.n_head, config.kv_heads
-        self.rope_base = config.rope_base if config.position == "rope" else None
-        n_qkv = (config.n_head + 2 * config.kv_heads) * config.head_dim
-        self.c_attn = Linear(config.n_embd, n_qkv, bias=config.bias)   # fused q, k, v: (H + 2G) D outputs
+        self.n_head = config.n_head
+        self.n_kv_head = n_kv_head or config.n_head           # G: H in GPT-2
+        n_qkv = (config.n_head + 2 * self.n_kv_head) * config.head_dim
+        self.c_attn = Linear(config.n_embd, n_qkv, bias=config.bias)   # fused q, k, v: (H + 2G) D = 3C outputs
         self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.attn_dropout = Dropout(config.dropout)           # on the attention weights
         self.resid_dropout = Dropout(config.dropout)          # on the output, before the residual add
@@ -120,12 +97,10 @@ class CausalSelfAttention(nn.Module):
         qkv = self.c_attn(x).view(B, T, H + 2 * G, D).transpose(1, 2)  # (B, H + 2G, T, D)
         q, k, v = qkv.split([H, G, G], dim=1)                 # (B, H, T, D), (B, G, T, D), (B, G, T, D)
         start = 0 if kv_cache is None else kv_cache.length
-        if self.rope_base is not None:                        # RoPE: turn q and k by their positions
-            cos, sin = rope_cos_sin(start, T, D, self.rope_base, q.dtype, q.device)  # (T, D/2) each
-            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = self.turn(q, k, start)                         # GPT-2: as they are
         if kv_cache is not None:                              # decode: append, attend to all so far
             k, v = kv_cache.update(layer, k, v)               # (B, G, start + T, D)
-        k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)     # (B, H, start + T, D)
+        k, v = self.share(k, v)                               # (B, H, start + T, D) each
         att = None
         p = self.attn_dropout.p if self.training else 0.0     # SDPA drops attention weights itself
         if self.keep_attention or self.attn_dropout.mask is not None:  # explicit path: the viewer, given masks
@@ -140,6 +115,15 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=seen, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, T, C)                # (B, T, C): heads side by side
         return self.resid_dropout(self.c_proj(y)), att
+
+    def turn(self, q, k, start):                              # -> q, k
+        return q, k
+
+    def share(self, k, v):                                    # (B, G, S, D) -> (B, H, S, D) each
+        return k, v
+
+
+ATTENTIONS = {"gpt2": CausalSelfAttention}            # lib.torch_twin.modern adds "modern"
 
 
 class MLP(nn.Module):
@@ -156,22 +140,7 @@ class MLP(nn.Module):
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # via (B, T, F)
 
 
-class SwiGLU(nn.Module):
-    """Gated feed-forward: SiLU(x W1) * (x W3), then W2. Here W1 is c_gate, W3 c_fc, W2 c_proj;
-    F is about 8/3 C, so its three matrices weigh about what the plain MLP's two do."""
-
-    def __init__(self, config: GPTConfig):
-        super().__init__()
-        self.c_gate = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
-        self.c_fc = Linear(config.n_embd, config.hidden_dim, bias=config.bias)
-        self.c_proj = Linear(config.hidden_dim, config.n_embd, bias=config.bias)
-        self.dropout = Dropout(config.dropout)                # on the output, before the residual add
-
-    def forward(self, x):                                     # (B, T, C) -> (B, T, C)
-        return self.dropout(self.c_proj(silu(self.c_gate(x)) * self.c_fc(x)))  # via (B, T, F)
-
-
-MLPS = {"mlp": MLP, "swiglu": SwiGLU}
+MLPS = {"mlp": MLP}                                           # lib.torch_twin.modern adds "swiglu"
 
 
 class Block(nn.Module):
@@ -180,7 +149,8 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.ln_1 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
-        self.attn = CausalSelfAttention(config)
+        plain = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        self.attn = ATTENTIONS["gpt2" if plain else "modern"](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
 

@@ -22,7 +22,7 @@ from lib.numpy_twin import GPT
 EXERCISE = Exercise(
     notebook="ch4_backward", title="Backward through a block",
     functions=("layernorm_backward", "block_backward"),
-    blocked=("lib.numpy_twin.model:LayerNorm.backward", "lib.numpy_twin.model:RMSNorm.backward",
+    blocked=("lib.numpy_twin.model:LayerNorm.backward", "lib.numpy_twin.modern:RMSNorm.backward",
              "lib.numpy_twin.model:Block.backward", "lib.numpy_twin.model:GPT.backward"),
 )
 

@@ -23,10 +23,10 @@ from grader.spec import Exercise, Test, Verdict, close
 EXERCISE = Exercise(
     notebook="ch8_rope", title="RoPE and RMSNorm",
     functions=("rope_cos_sin", "apply_rope", "apply_rope_backward", "rmsnorm", "rmsnorm_backward"),
-    blocked=("lib.numpy_twin.model:rope_cos_sin", "lib.numpy_twin.model:apply_rope",
-             "lib.numpy_twin.model:apply_rope_backward", "lib.numpy_twin.model:RMSNorm.forward",
-             "lib.numpy_twin.model:RMSNorm.backward", "lib.torch_twin.model:rope_cos_sin",
-             "lib.torch_twin.model:apply_rope"),
+    blocked=("lib.numpy_twin.modern:rope_cos_sin", "lib.numpy_twin.modern:apply_rope",
+             "lib.numpy_twin.modern:apply_rope_backward", "lib.numpy_twin.modern:RMSNorm.forward",
+             "lib.numpy_twin.modern:RMSNorm.backward", "lib.torch_twin.modern:rope_cos_sin",
+             "lib.torch_twin.modern:apply_rope"),
 )
 
 F64 = dict(rtol=1e-10, atol=1e-12)

@@ -203,7 +203,7 @@ CELLS = [
     ## Yours inside a model
 
     The numpy twin's attention calls `rope_cos_sin`, `apply_rope` and `apply_rope_backward` by name
-    from `lib.numpy_twin.model`, and its norms are `RMSNorm` layers with `forward` and `backward`
+    from `lib.numpy_twin.modern`, and its norms are `RMSNorm` layers with `forward` and `backward`
     methods. The next cell puts your functions in their place, for the length of a `with` block, in
     a small float64 model with RoPE and RMSNorm, and checks its logits and every gradient against
     the same model running lib's versions.
@@ -213,7 +213,7 @@ CELLS = [
 
     from lib.config import GPTConfig
     from lib.numpy_twin import GPT
-    from lib.numpy_twin import model as nm
+    from lib.numpy_twin import modern as nm
 
 
     def yours_forward(norm, x):
@@ -263,7 +263,7 @@ CELLS = [
     """),
     collapsed('''
     from lib.display import show
-    from lib.numpy_twin import model as nm
+    from lib.numpy_twin import modern as nm
 
     show(nm.rope_cos_sin, nm.apply_rope, nm.apply_rope_backward, nm.RMSNorm)
     '''),
