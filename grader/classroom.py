@@ -1,7 +1,12 @@
 """Grade a whole class: every notebook under a folder, one gradebook row and one feedback file per student.
 
-    python -m grader.classroom SUBMISSIONS --csv grades.csv [--jobs N] [--assignment IDS]
-                               [--feedback DIR] [--tests DIR] [--timeout SECONDS] [--memory-mb MB]
+    python -m grader.classroom SUBMISSIONS --csv grades.csv --assignment NAMES|@FILE|all [--jobs N]
+                               [--feedback DIR] [--deadline SECONDS] [--tests DIR] [--timeout SECONDS]
+                               [--memory-mb MB]
+
+The assignment is the instructor's: `--assignment ch4_gelu,ch4_deeper`, `all`, or `@FILE`, a
+file holding the names (one per line or comma-separated; # starts a comment). It is never taken
+from the students' files, where one extra notebook would change every student's maximum.
 
 Whose a notebook is comes from where it lies:
 - SUBMISSIONS/alice/...: every notebook under the folder alice, at any depth, is alice's;
@@ -9,24 +14,31 @@ Whose a notebook is comes from where it lies:
   comes before the exercise's notebook name in its file name (trailing _ - . and spaces dropped);
   a file that names no exercise belongs to its whole name (without .ipynb).
 Only *.ipynb files count; files and folders whose name starts with a dot (Jupyter's
-.ipynb_checkpoints) are skipped, and links to folders are not followed. Two sources that give one
-student (alice/ and alice_ch4_gelu.ipynb, or names that differ only in case or in characters a
-file name cannot hold) are both refused: each gets a row that says so, and neither is graded.
+.ipynb_checkpoints) are skipped, links to folders are not followed, and a student folder nested
+deeper than MAX_DEPTH levels is that student's error row. Sources whose names may be one student's
+(alice/ and alice_ch4_gelu.ipynb, or names that differ only in case, in characters a file name
+cannot hold or in look-alike letters such as Cyrillic а for Latin a) are each graded on their own
+and flagged in the error column, so that the instructor decides who is who; none is merged or
+dropped, and each gets a feedback file of its own.
 
 Each student is graded by a `python -m grader --json` process of its own (grader/__init__.py), so
 that nothing in one submission can stop another's grading; `--jobs` of them run at a time, each
 running its sandboxes one after another. A notebook that cannot be graded (not JSON, not a
 notebook, no graded cell, larger than 32 MiB, a cell that hangs or exhausts memory) scores 0 for
-its exercise, its row says why, and the batch goes on.
+its exercise, its row says why, and the batch goes on. A student whose grading runs past the
+deadline (`--deadline`; by default a minute more than the wall-clock limits of all the
+assignment's sandbox runs) is stopped and gets an error row.
 
 The gradebook (--csv) has one row per student: student, one score column per exercise of the
 assignment (named by the exercise's name, its notebook's), total, max, error (what could not be graded and
 why; empty when everything was). A text cell that a spreadsheet would take for a formula (one
 starting with = + - @) starts with a quote. The feedback folder (--feedback) gets one
-STUDENT.txt per student, the name made safe for a file name: the grader's report for the
-student, each test's message, never an expected value. Both are written atomically (a temporary
-file in the same folder, then os.replace), so a run that fails midway leaves the previous
-gradebook whole.
+STUDENT.txt per student, the name made safe for a file name (a flagged name gets a suffix of its
+own): the grader's report for the student, each test's message, never an expected value; every
+name in it escaped. The folder is written aside and swapped in whole, so no file of an earlier
+run is left beside this run's; a student whose file could not be written says so in the error
+column. The gradebook is written atomically (lib.atomic), so a run that fails midway leaves the
+previous gradebook whole.
 
 Exit status: 0 when every student was graded without error, 1 when the gradebook was written
 and some row holds an error, 2 on bad usage or when the sandbox cannot start (nothing written).
@@ -35,19 +47,23 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lib.atomic import atomic_folder, atomic_path
+
+from . import sandbox
 from .__main__ import add_sandbox_options, check_sandbox_options
-from .grading import load_hidden_tests
+from .grading import cpu_limit, load_hidden_tests
 from .notebooks import exercise_for
 from .results import Submission, max_score, printable, report, submission_from_dict
 from .sandbox import SandboxUnavailable, check_bwrap
@@ -55,6 +71,14 @@ from .sandbox import SandboxUnavailable, check_bwrap
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]      # where `python -m grader` finds the package
 FORMULA_START = ("=", "+", "-", "@")                       # a spreadsheet reads such a cell as a formula
 MAX_NAME_BYTES = 200                                       # of a feedback file's name (file systems allow 255)
+MAX_DEPTH = 32                                             # folder levels searched below a student's folder
+DEADLINE_SLACK = 60                                        # seconds, per student, beyond the sandboxes' limits
+# Letters that look like Latin ones, by the end of their Unicode name ("CYRILLIC SMALL LETTER IE"):
+# a name's skeleton writes them as the Latin letter, so that look-alike names are flagged.
+LOOKALIKE = {"ALPHA": "a", "BETA": "b", "EPSILON": "e", "ETA": "h", "IOTA": "i", "KAPPA": "k", "MU": "m",
+             "NU": "n", "OMICRON": "o", "RHO": "p", "TAU": "t", "UPSILON": "y", "CHI": "x", "ZETA": "z",
+             "IE": "e", "ER": "p", "ES": "c", "HA": "x", "EN": "h", "EM": "m", "KA": "k", "TE": "t", "VE": "b",
+             "JE": "j", "DZE": "s", "BYELORUSSIAN-UKRAINIAN I": "i", "DOTLESS I": "i", "SHORT U": "y"}
 
 
 @dataclass
@@ -64,6 +88,8 @@ class Student:
     folder: Path                   # its folder, or SUBMISSIONS: its reports name notebooks from there
     notebooks: list[Path] = field(default_factory=list)
     problem: str = ""              # why the student is not graded; empty when it is
+    flag: str = ""                 # graded, but the instructor should look (a name like another's)
+    feedback_name: str = ""        # its feedback file's name, without .txt
 
 
 @dataclass
@@ -72,6 +98,7 @@ class Row:
     scores: dict                   # {exercise name: score}
     error: str                     # empty when everything was graded
     feedback: str = ""             # the report for the student; empty when there is none
+    feedback_name: str = ""        # its feedback file's name, without .txt (default: safe_name(student))
 
 
 # ---- who handed in what ------------------------------------------------------------------------------
@@ -86,12 +113,34 @@ def _visible(name: str) -> bool:
     return not name.startswith(".")
 
 
-def _notebooks_under(folder: Path) -> list[Path]:
-    found = []
-    for here, dirs, files in os.walk(folder):                # links to folders are not followed
-        dirs[:] = sorted(d for d in dirs if _visible(d))
-        found += [Path(here) / f for f in sorted(files) if _visible(f) and f.endswith(".ipynb")]
-    return found
+def skeleton(name: str) -> str:
+    """What a name looks like: case, accents, punctuation and look-alike letters folded, so that
+    names a reader would take for one another have one skeleton."""
+    out = []
+    for c in unicodedata.normalize("NFKD", name.casefold()):
+        if unicodedata.combining(c):
+            continue
+        letter = unicodedata.name(c, "").rpartition(" LETTER ")[2] if not c.isascii() else ""
+        out.append(letter.lower() if len(letter) == 1 else LOOKALIKE.get(letter, c))
+    return re.sub(r"[^\w]|_", "", "".join(out))
+
+
+def _notebooks_under(folder: Path) -> tuple[list[Path], str]:
+    """The notebooks under `folder` in os.walk's order, found without recursion (links to folders
+    are not followed), and why the folder cannot be graded ("" when it can)."""
+    found, stack = [], [(folder, 0)]
+    while stack:
+        here, depth = stack.pop()
+        try:
+            entries = sorted((e for e in os.scandir(here) if _visible(e.name)), key=lambda e: e.name)
+        except OSError as exc:
+            return [], f"not graded: a folder of it cannot be read ({exc.strerror})"
+        folders = [Path(e.path) for e in entries if e.is_dir() and not e.is_symlink()]
+        found += [Path(e.path) for e in entries if not e.is_dir() and e.name.endswith(".ipynb")]
+        if folders and depth >= MAX_DEPTH:
+            return [], f"not graded: its folders are nested more than {MAX_DEPTH} levels deep"
+        stack += [(f, depth + 1) for f in reversed(folders)]
+    return found, ""
 
 
 def student_of_file(filename: str, hidden: dict) -> str:
@@ -106,13 +155,14 @@ def student_of_file(filename: str, hidden: dict) -> str:
 
 def find_students(submissions: Path, hidden: dict) -> list[Student]:
     """Every student of the folder (see the module's docstring), sorted by name; those whose
-    name is unusable or clashes with another's carry a problem."""
+    name is unusable or folder too deep carry a problem, those whose name may be another's a flag."""
     students: dict[tuple[str, str], Student] = {}
     for entry in sorted(submissions.iterdir()):
         if not _visible(entry.name):
             continue
         if entry.is_dir() and not entry.is_symlink():
-            students[("folder", entry.name)] = Student(entry.name, [entry.name + "/"], entry, _notebooks_under(entry))
+            notebooks, problem = _notebooks_under(entry)
+            students[("folder", entry.name)] = Student(entry.name, [entry.name + "/"], entry, notebooks, problem)
         elif entry.name.endswith(".ipynb"):
             name = student_of_file(entry.name, hidden)
             key = ("file", name) if name else ("unnamed", entry.name)
@@ -122,20 +172,24 @@ def find_students(submissions: Path, hidden: dict) -> list[Student]:
             if not name:
                 student.problem = (f"not graded: a notebook directly in {submissions.name}/ is named "
                                    f"STUDENT_<exercise>.ipynb, or lies in a folder named after its student")
-    _refuse_clashes(list(students.values()))
+    _flag_clashes(list(students.values()))
     return sorted(students.values(), key=lambda s: (s.name.casefold(), s.name))
 
 
-def _refuse_clashes(students: list[Student]) -> None:
-    by_file_name: dict[str, list[Student]] = {}
+def _flag_clashes(students: list[Student]) -> None:
+    """Flag the students whose names have one skeleton (or one feedback file name), and give
+    each of them a feedback file name of its own."""
+    groups: dict[str, list[Student]] = {}
     for student in students:
-        by_file_name.setdefault(safe_name(student.name).casefold(), []).append(student)
-    for clash in (group for group in by_file_name.values() if len(group) > 1):
+        student.feedback_name = safe_name(student.name)
+        groups.setdefault(skeleton(student.feedback_name), []).append(student)
+    for clash in (group for group in groups.values() if len(group) > 1):
         sources = ", ".join(source for student in clash for source in student.sources)
         for student in clash:
-            student.problem = student.problem or (f"not graded: {sources} give the same student name (or names "
-                                                  f"that differ only in case or punctuation); rename them so "
-                                                  f"that each student has one folder or one file-name prefix")
+            student.flag = (f"check the name: {sources} may be one student (names alike but for case, "
+                            f"punctuation or look-alike letters); each is graded on its own")
+            digest = hashlib.sha256(os.fsencode(student.name)).hexdigest()[:8]
+            student.feedback_name = f"{student.feedback_name[:MAX_NAME_BYTES - 9]}-{digest}"
 
 
 # ---- grading one student ------------------------------------------------------------------------------
@@ -149,16 +203,34 @@ def _problems(submission: Submission, assignment: list[str]) -> str:
     return "; ".join(dict.fromkeys(items))                     # a duplicated exercise once
 
 
-def grade_student(student: Student, assignment: list[str], options: list[str]) -> Row:
-    """The student's row, from a grader process of its own. Raises SandboxUnavailable when that
-    process found no working sandbox (then no student can be graded)."""
+def deadline(assignment: list[str], hidden: dict, timeout: float | None) -> int:
+    """Seconds one student's grading may take: the wall-clock limits of all the assignment's
+    sandbox runs, one after another, and DEADLINE_SLACK more."""
+    return DEADLINE_SLACK + sum(sandbox.wall_seconds(cpu_limit(seconds, timeout))
+                                for ex in assignment for seconds in hidden[ex].EXERCISE.groups.values())
+
+
+def grade_student(student: Student, assignment: list[str], options: list[str], seconds: float) -> Row:
+    """The student's row, flagged if its name is, from a grader process of its own. Raises
+    SandboxUnavailable when that process found no working sandbox (then no student can be graded)."""
+    row = _grade(student, assignment, options, seconds)
+    row.error = "; ".join(e for e in (student.flag, row.error) if e)
+    row.feedback_name = student.feedback_name
+    return row
+
+
+def _grade(student: Student, assignment: list[str], options: list[str], seconds: float) -> Row:
     if student.problem:
         return Row(student.name, {}, student.problem)
     if not student.notebooks:
         return Row(student.name, {}, "no notebook (*.ipynb) handed in", "no notebook (*.ipynb) handed in\n")
     command = [sys.executable, "-m", "grader", "--json", "--assignment", ",".join(assignment), *options,
                "--", *map(str, student.notebooks)]
-    done = subprocess.run(command, cwd=PACKAGE_PARENT, capture_output=True, encoding="utf-8", errors="replace")
+    try:                                                       # on timeout, run() kills the grader; its
+        done = subprocess.run(command, cwd=PACKAGE_PARENT, capture_output=True, encoding="utf-8",   # sandbox
+                              errors="replace", timeout=seconds)                                   # dies with it
+    except subprocess.TimeoutExpired:
+        return Row(student.name, {}, f"grading stopped: over the deadline of {seconds:g} s for one student")
     if done.returncode == 2:
         raise SandboxUnavailable(done.stderr.strip()[-500:])
     try:
@@ -172,33 +244,18 @@ def grade_student(student: Student, assignment: list[str], options: list[str]) -
 
 
 def grade_class(submissions: Path, assignment: list[str], hidden: dict, *, jobs: int = 1,
-                options: tuple[str, ...] = ()) -> list[Row]:
-    """One row per student of `submissions`, `jobs` students graded at a time."""
+                options: tuple[str, ...] = (), seconds: float = 3600) -> list[Row]:
+    """One row per student of `submissions`, `jobs` students graded at a time, each within `seconds`."""
     submissions = submissions.resolve()
     students = find_students(submissions, hidden)
     pool = ThreadPoolExecutor(jobs)
     try:
-        return list(pool.map(lambda s: grade_student(s, assignment, list(options)), students))
+        return list(pool.map(lambda s: grade_student(s, assignment, list(options), seconds), students))
     finally:
         pool.shutdown(cancel_futures=True)                     # a broken sandbox stops the batch
 
 
 # ---- writing ---------------------------------------------------------------------------------------------
-def write_atomically(path: Path, write) -> None:
-    """Call write(file) on a temporary file in path's folder, then move it to `path`: a reader
-    finds the old file or the new one, never part of one."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        os.unlink(temp)
-        raise
-
-
 def cell(text: str) -> str:
     """A text cell for a spreadsheet: printable, and never read as a formula."""
     text = printable(text)
@@ -206,13 +263,13 @@ def cell(text: str) -> str:
 
 
 def write_gradebook(path: Path, header: list[str], rows) -> None:
-    """The CSV: the header, then each row (a list of text and numbers), written atomically."""
-    def write(f):
+    """The CSV: the header, then each row (a list of text and numbers), written atomically and
+    readable by its owner alone."""
+    with atomic_path(path, mode=0o600) as temp, open(temp, "w", encoding="utf-8", newline="") as f:
         out = csv.writer(f)
         out.writerow(header)
         for row in rows:
             out.writerow([cell(v) if isinstance(v, str) else v for v in row])
-    write_atomically(path, write)
 
 
 def gradebook(rows: list[Row], assignment: list[str], hidden: dict) -> tuple[list[str], list[list]]:
@@ -227,13 +284,33 @@ def gradebook(rows: list[Row], assignment: list[str], hidden: dict) -> tuple[lis
 
 
 def write_feedback(folder: Path, rows: list[Row]) -> None:
-    """FOLDER/STUDENT.txt per student that has a report, the name made safe (find_students refused
-    the names that would share a file)."""
+    """FOLDER/NAME.txt per student that has a report (NAME: its feedback_name, or its name made
+    safe). A file that cannot be written is said so in the student's error column."""
     folder.mkdir(parents=True, exist_ok=True)
     for row in rows:
         if row.feedback:
-            text = f"Grading report for {printable(row.student)}\n\n{row.feedback}"
-            write_atomically(folder / f"{safe_name(row.student)}.txt", lambda f: f.write(text))
+            try:
+                (folder / f"{row.feedback_name or safe_name(row.student)}.txt").write_text(
+                    f"Grading report for {printable(row.student)}\n\n{row.feedback}", encoding="utf-8")
+            except (OSError, ValueError) as exc:                  # UnicodeError is a ValueError
+                row.error = "; ".join(e for e in (row.error, f"feedback not written: {type(exc).__name__}: {exc}") if e)
+
+
+def read_assignment(value: str, hidden: dict) -> list[str]:
+    """The exercises of --assignment: 'all', names separated by commas, or @FILE holding names
+    (commas or lines; # starts a comment). Raises ValueError, saying why, on anything else."""
+    if value == "all":
+        return list(hidden)
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeError) as exc:
+            raise ValueError(f"cannot read the assignment file {value[1:]}: {exc}") from None
+        value = ",".join(line.partition("#")[0] for line in text.splitlines())
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names or any(name not in hidden for name in names):
+        raise ValueError(f"names no exercise, or one without hidden tests (known: {', '.join(hidden)})")
+    return list(dict.fromkeys(names))
 
 
 # ---- command line --------------------------------------------------------------------------------------
@@ -243,10 +320,12 @@ def main(argv=None) -> int:
     parser.add_argument("submissions", type=Path, help="a folder: one subfolder or file-name prefix per student")
     parser.add_argument("--csv", type=Path, required=True, help="the gradebook to write (replaced atomically)")
     parser.add_argument("--jobs", type=int, default=1, help="students graded at a time (default 1)")
-    parser.add_argument("--assignment", default=None,
-                        help="the exercises, comma-separated names (ch4_gelu,...), or 'all' "
-                             "(default: those the class's files name)")
+    parser.add_argument("--assignment", required=True,
+                        help="the exercises: comma-separated names (ch4_gelu,...), 'all', or @FILE (a file of names)")
     parser.add_argument("--feedback", type=Path, default=None, help="a folder for one STUDENT.txt report per student")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds one student's grading may take (default: a minute more than the limits of "
+                             "the assignment's sandbox runs)")
     add_sandbox_options(parser)
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
@@ -255,31 +334,27 @@ def main(argv=None) -> int:
         parser.error(f"--csv {args.csv}: folder {args.csv.parent} does not exist")
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.deadline is not None and args.deadline <= 0:
+        parser.error(f"--deadline must be > 0 seconds, got {args.deadline}")
     check_sandbox_options(parser, args)
     hidden = load_hidden_tests(args.tests)
-    if args.assignment == "all":
-        assignment = list(hidden)
-    elif args.assignment:
-        assignment = args.assignment.split(",")
-        if any(ex not in hidden for ex in assignment):
-            parser.error(f"--assignment {args.assignment!r}: known exercises are {', '.join(hidden)}")
-    else:
-        named = {exercise_for(p, hidden) for s in find_students(args.submissions, hidden) for p in s.notebooks}
-        assignment = [ex for ex in hidden if ex in named]
-        if not assignment:
-            parser.error(f"no notebook in {args.submissions} names an exercise; give --assignment")
+    try:
+        assignment = read_assignment(args.assignment, hidden)
+    except ValueError as exc:
+        parser.error(f"--assignment {args.assignment!r}: {exc}")
+    seconds = args.deadline or deadline(assignment, hidden, args.timeout)
     options = ["--tests", str(args.tests.resolve()), "--memory-mb", str(args.memory_mb)]
     options += ["--timeout", str(args.timeout)] if args.timeout is not None else []
     try:
         check_bwrap()
-        rows = grade_class(args.submissions, assignment, hidden, jobs=args.jobs, options=options)
+        rows = grade_class(args.submissions, assignment, hidden, jobs=args.jobs, options=options, seconds=seconds)
     except SandboxUnavailable as e:
         print(f"grader.classroom: nothing graded, nothing written: {e}", file=sys.stderr)
         return 2
-    header, lines = gradebook(rows, assignment, hidden)
-    write_gradebook(args.csv, header, lines)
-    if args.feedback is not None:
-        write_feedback(args.feedback, rows)
+    with atomic_folder(args.feedback) if args.feedback is not None else nullcontext() as aside:
+        if aside is not None:                                  # swapped in whole once the gradebook is written
+            write_feedback(aside, rows)
+        write_gradebook(args.csv, *gradebook(rows, assignment, hidden))
     failed = sum(bool(row.error) for row in rows)
     print(f"{len(rows)} students graded, {failed} with errors: {args.csv}")
     return 1 if failed else 0

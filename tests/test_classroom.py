@@ -7,15 +7,18 @@ Needs bubblewrap, like tests/test_grader.py. The class is graded once, with two 
 memory (the answers fit; the memory-hungry cell ends there).
 """
 import csv
+import hashlib
 import importlib.util
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from grader import DEFAULT_TESTS, grade_submission, load_hidden_tests
+from grader import (DEFAULT_TESTS, ExerciseResult, NotebookResult, Submission, as_dict, grade_submission,
+                    load_hidden_tests)
 from grader import classroom
 from grader.classroom import Row, cell, find_students, main, safe_name, write_feedback, write_gradebook
 from grader.sandbox import check_bwrap
@@ -29,7 +32,7 @@ wrong = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(wrong)
 
 HANG = "while True:\n    pass\n"
-EAT_MEMORY = "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.ones(1 << 23))\n"
+EAT_MEMORY = "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.empty(1 << 23))\n"   # address space, little CPU
 
 
 def stub(exercise):
@@ -109,8 +112,8 @@ def class_folder(root):
 
 
 MISSING = "no notebook handed in names it"
-CLASH = ("not graded: Peggy_ch4_gelu.ipynb, peggy/ give the same student name (or names that differ only "
-         "in case or punctuation); rename them so that each student has one folder or one file-name prefix")
+CLASH = ("check the name: Peggy_ch4_gelu.ipynb, peggy/ may be one student (names alike but for case, punctuation "
+         "or look-alike letters); each is graded on its own")
 EXPECTED = [
     ["student", "ch4_gelu", "ch4_deeper", "ch5_loss_plotter", "total", "max", "error"],
     ["'=1+1", "0", "12", "0", "12", "53", f"ch4_gelu: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
@@ -144,8 +147,8 @@ EXPECTED = [
      "ch4_gelu: missing: no notebook handed in names it; ch4_deeper: load-error: the graded cells failed to load: "
      "MemoryError: Unable to allocate 64.0 MiB for an array with shape (8388608,) and data type float64; "
      f"ch5_loss_plotter: missing: {MISSING}"],
-    ["Peggy", "0", "0", "0", "0", "53", CLASH],
-    ["peggy", "0", "0", "0", "0", "53", CLASH],
+    ["Peggy", "24", "0", "0", "24", "53", f"{CLASH}; ch4_deeper: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
+    ["peggy", "0", "12", "0", "12", "53", f"{CLASH}; ch4_gelu: missing: {MISSING}; ch5_loss_plotter: missing: {MISSING}"],
 ]
 
 
@@ -207,7 +210,8 @@ def test_feedback_files_hold_each_test_message_and_no_expected_value(graded_clas
     sub, _, _, feedback = graded_class
     assert sorted(p.name for p in feedback.iterdir()) == sorted(
         ["_1_1.txt", "alice.txt", "bob.txt", "carol.txt", "dave.txt", "erin.txt", "frank.txt", "grace.txt",
-         "heidi.txt", "ivan.txt", "judy.txt", "mallory.txt", "oscar.txt"])
+         "heidi.txt", "ivan.txt", "judy.txt", "mallory.txt", "oscar.txt",
+         *(f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:8]}.txt" for name in ("Peggy", "peggy"))])
     text = (feedback / "carol.txt").read_text()
     tests = [t for nb in carol.notebooks for t in nb.exercise.tests]
     for t in tests:
@@ -229,7 +233,7 @@ def test_the_gradebook_is_replaced_atomically(tmp_path):
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["grades.csv"]
 
 
-def test_hostile_names_are_escaped_sanitised_and_clashes_refused(tmp_path, hidden):
+def test_hostile_names_are_escaped_sanitised_and_clashes_flagged(tmp_path, hidden):
     assert [cell(v) for v in ("=cmd|'/C calc'!A0", "+1", "-1", "@SUM(A1)", "ann")] == \
         ["'=cmd|'/C calc'!A0", "'+1", "'-1", "'@SUM(A1)", "ann"]
     assert cell("a\nb\x1b[2J") == "a\\nb\\x1b[2J"
@@ -241,7 +245,8 @@ def test_hostile_names_are_escaped_sanitised_and_clashes_refused(tmp_path, hidde
     for name in ("ann b", "ann_b", "x\ny", "x\\..\\up", ".hidden"):
         handed_in(sub / name / "ch4_gelu.ipynb", "ch4_gelu")
     students = {s.name: s for s in find_students(sub, hidden)}
-    assert students["ann b"].problem and students["ann_b"].problem and "ann b/, ann_b/" in students["ann b"].problem
+    assert students["ann b"].flag and students["ann_b"].flag and "ann b/, ann_b/" in students["ann b"].flag
+    assert not students["ann b"].problem and students["ann b"].feedback_name != students["ann_b"].feedback_name
     assert not students["x\ny"].problem and not students["x\\..\\up"].problem and ".hidden" not in students
     feedback = tmp_path / "feedback"
     write_feedback(feedback, [Row(name, {}, "", "report\n") for name in ("x\ny", "..\\up", "../../escape")])
@@ -272,3 +277,94 @@ def test_help_says_how_students_are_named(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert "SUBMISSIONS/alice/" in out and "alice_ch4_gelu.ipynb" in out and "--jobs" in out
+
+
+# ---- the class run against hostile folders and names ----------------------------------------------------
+def fake_grader(monkeypatch, score=24):
+    """Stand in for `python -m grader --json`: every notebook scores `score` on ch4_gelu."""
+    monkeypatch.setattr(classroom, "check_bwrap", lambda: None)
+
+    def run(command, **kw):
+        notebooks = [NotebookResult(path, ExerciseResult("ch4_gelu", "GELU", "graded", "", score, 24, number="4.1"))
+                     for path in command[command.index("--") + 1:]]
+        out = json.dumps(as_dict(Submission(notebooks, [], score * len(notebooks), 24)))
+        return subprocess.CompletedProcess(command, 0, out, "")
+    monkeypatch.setattr(classroom.subprocess, "run", run)
+
+
+def test_a_class_run_needs_the_instructors_assignment(tmp_path, monkeypatch):
+    """Without --assignment the run refuses; with @FILE it reads the instructor's file; one
+    student handing in an extra exercise changes nobody's maximum."""
+    sub, grades = tmp_path / "submissions", tmp_path / "grades.csv"
+    handed_in(sub / "ann" / "ch4_gelu.ipynb", "ch4_gelu")
+    handed_in(sub / "bo" / "ch4_gelu.ipynb", "ch4_gelu")
+    handed_in(sub / "bo" / "ch5_loss_plotter.ipynb", "ch5_loss_plotter")
+    fake_grader(monkeypatch)
+    with pytest.raises(SystemExit):
+        main([str(sub), "--csv", str(grades)])
+    assert not grades.exists()
+    (tmp_path / "week4.txt").write_text("# week 4\nch4_gelu  # GELU\n")
+    main([str(sub), "--csv", str(grades), "--assignment", f"@{tmp_path / 'week4.txt'}"])
+    rows = list(csv.reader(grades.open()))
+    assert rows[0] == ["student", "ch4_gelu", "total", "max", "error"] and [r[3] for r in rows[1:]] == ["24", "24"]
+    with pytest.raises(SystemExit):
+        main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu,ex9"])
+
+
+def test_clashing_names_are_all_graded_and_flagged(tmp_path, monkeypatch):
+    """Folders that differ in case or in a look-alike letter (Cyrillic о) are each graded, each
+    flagged, each with a feedback file of its own: none merged, none dropped."""
+    sub, grades, feedback = tmp_path / "submissions", tmp_path / "grades.csv", tmp_path / "feedback"
+    names = ["bob", "Bob", "b\u043eb", "carol"]
+    for name in names:
+        handed_in(sub / name / "ch4_gelu.ipynb", "ch4_gelu")
+    fake_grader(monkeypatch)
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu", "--feedback", str(feedback)]) == 1
+    rows = {row[0]: row for row in list(csv.reader(grades.open(encoding="utf-8")))[1:]}
+    assert sorted(rows) == sorted(names) and all(rows[name][1] == "24" for name in names), rows
+    assert all(rows[name][-1].startswith("check the name: ") for name in names[:3]) and rows["carol"][-1] == ""
+    assert len(list(feedback.iterdir())) == 4
+
+
+def test_a_folder_nested_too_deep_is_its_students_row(tmp_path, hidden):
+    sub = tmp_path / "submissions"
+    handed_in(sub / "ann" / "ch4_gelu.ipynb", "ch4_gelu")
+    deep = sub / "deep"
+    deep.mkdir()
+    for _ in range(1_100):                                              # deeper than Python's recursion limit
+        deep = deep / "d"
+        deep.mkdir()
+    handed_in(deep / "ch4_gelu.ipynb", "ch4_gelu")
+    try:
+        students = {s.name: s for s in find_students(sub, hidden)}
+    finally:                                                            # pytest's own clean-up recurses
+        (deep / "ch4_gelu.ipynb").unlink()
+        while deep != sub / "deep":
+            deep.rmdir()
+            deep = deep.parent
+    assert "nested more than" in students["deep"].problem and not students["deep"].notebooks
+    assert not students["ann"].problem and [p.name for p in students["ann"].notebooks] == ["ch4_gelu.ipynb"]
+
+
+def test_names_that_are_not_utf8_are_escaped_and_no_stale_feedback_is_left(tmp_path, monkeypatch):
+    """x\\xff_ch4_gelu.ipynb (not UTF-8) is graded and named escaped; every student's feedback is
+    this run's: the folder is written aside and swapped in, so last week's files are gone."""
+    sub, grades, feedback = tmp_path / "submissions", tmp_path / "grades.csv", tmp_path / "feedback"
+    handed_in(Path(os.fsdecode(bytes(sub / "x") + b"\xff_ch4_gelu.ipynb")), "ch4_gelu")
+    handed_in(sub / "zed" / "ch4_gelu.ipynb", "ch4_gelu")
+    feedback.mkdir()
+    (feedback / "zed.txt").write_text("last week\n")
+    (feedback / "gone.txt").write_text("last week\n")
+    fake_grader(monkeypatch)
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu", "--feedback", str(feedback)]) == 0
+    assert sorted(p.name for p in feedback.iterdir()) == ["x_.txt", "zed.txt"]
+    assert "x\\udcff_ch4_gelu.ipynb" in (feedback / "x_.txt").read_text() and "4.1 ch4_gelu" in (feedback / "zed.txt").read_text()
+    assert grades.read_text(encoding="utf-8").splitlines()[1] == "x\\udcff,24,24,24,"
+
+
+def test_a_student_past_the_deadline_gets_an_error_row(tmp_path, hidden):
+    sub, grades = tmp_path / "submissions", tmp_path / "grades.csv"
+    handed_in(sub / "ann" / "ch4_gelu.ipynb", "ch4_gelu", HANG)
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu", "--timeout", "30",
+                 "--deadline", "2"]) == 1
+    assert grades.read_text().splitlines()[1] == "ann,0,0,24,grading stopped: over the deadline of 2 s for one student"
