@@ -36,7 +36,9 @@ CELLS = [
 
     **What is graded.** The cell tagged `graded:ch4_deeper` (the one defining `count_params`). A grader
     runs that cell alone, in a sandbox, and calls `count_params` on hidden configurations; nothing
-    else in this notebook is graded. Write your answer in that cell and keep the cell.
+    else in this notebook is graded. Write your answer in that cell and keep the cell. An edge test
+    (a model with one head, whose count a constant could match) counts only once every other test
+    passes, so that an answer that does almost nothing cannot collect points.
     """),
     setup(),
     md("""
@@ -68,16 +70,23 @@ CELLS = [
     ## Counting by formula
 
     A parameter count is a sum over the model's tensors. Everything you need is in the code of the
-    layers: which tensors each layer creates, and their shapes. Here is where the numpy twin's layers
-    create them, in their constructors (the torch twin has the same tensors under the same names):
-    """),
-    code('''
-    import lib.numpy_twin as nt
-    from lib.display import show
+    layers: which tensors each layer creates, and their shapes. These are the lines of the numpy
+    twin's constructors that create them, for GPT-2's layout (the torch twin has the same tensors
+    under the same names; C = `n_embd`, V = `vocab_size`):
 
-    show(nt.GPT.__init__, nt.Block.__init__, nt.CausalSelfAttention.__init__, nt.MLP.__init__,
-         nt.LayerNorm.__init__, nt.Linear.__init__)
-    '''),
+    ```python
+    Linear(n_in, n_out)         # self.weight (n_out, n_in), self.bias (n_out,)
+    LayerNorm(C)                # self.weight (C,), self.bias (C,)
+    Embedding(n_rows, C)        # self.weight (n_rows, C)
+
+    CausalSelfAttention:  self.c_attn = Linear(C, 3 * C); self.c_proj = Linear(C, C)
+    MLP:                  self.c_fc = Linear(C, 4 * C);   self.c_proj = Linear(4 * C, C)
+    Block:                self.ln_1 = LayerNorm(C); self.attn; self.ln_2 = LayerNorm(C); self.mlp
+    GPT:                  self.wte = Embedding(V, C); self.wpe = Embedding(n_ctx, C)
+                          self.h = [Block(config) for _ in range(n_layer)]; self.ln_f = LayerNorm(C)
+                          # the head: logits = hidden @ self.wte.weight.T, no tensor of its own
+    ```
+    """),
     md(r"""
     Write `count_params(config)`.
 
