@@ -246,6 +246,18 @@ def test_tampering_fixtures_would_work_without_the_sandbox(name, hidden):
         assert score_outside_sandbox(code, hidden[exercise]) > 0, f"{name} on {exercise} is a dud outside the sandbox"
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("exercise", list(tamper.LIB_ROUTES))
+def test_lib_routes_beside_the_blocked_names_score_nothing(exercise, hidden, tmp_path):
+    """lib answers an exercise through more than the names it is known by (its layers, chapter
+    10's attention): each such route scores outside the sandbox, and nothing inside it."""
+    code = tamper.LIB_ROUTES[exercise]
+    assert score_outside_sandbox(code, hidden[exercise]) > 0, f"the {exercise} route is a dud outside the sandbox"
+    path = notebook_with(exercise, code, tmp_path / f"{exercise}.ipynb")
+    ex = only_exercise(grade_notebook(path, hidden=hidden, timeout=TAMPER_CPU_CAP))
+    assert ex.score == 0 and "blocked lib reference" in report(ex), report(ex)
+
+
 # ---- the sandbox itself ---------------------------------------------------------------------------------
 PROBE = '''
 import os, socket

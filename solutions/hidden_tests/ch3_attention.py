@@ -23,7 +23,8 @@ EXERCISE = Exercise(
     functions=("causal_self_attention",),
     blocked=("lib.numpy_twin.model:softmax", "lib.numpy_twin.model:CausalSelfAttention.forward",
              "lib.numpy_twin.train:log_softmax", "lib.sampling:_softmax",
-             "lib.torch_twin.model:softmax", "lib.torch_twin.model:CausalSelfAttention.forward"),
+             "lib.torch_twin.model:softmax", "lib.torch_twin.model:CausalSelfAttention.forward",
+             "lib.numpy_twin.flash:*"),                # chapter 10's attention, plain and tiled
     masked=DEFAULT_MASKED + ("scipy",),          # scipy.special.softmax is a stable softmax
 )
 
