@@ -31,16 +31,50 @@ def drive_kvcache(cls, args, kwargs):
     return seen
 
 
+def _copy(value):
+    return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+
+
 def drive_block_backward(fn, args, kwargs):
     """Exercise 4.3's backward through a block, called as GPT.backward calls Block.backward:
     the block's forward on x gives the cache, then `fn(dy, cache, block)` returns dx and adds the
-    parameters' gradients into the layers' `grads`. Returns [dx, {name: gradient}]."""
-    model, layer, x, dy = args
+    parameters' gradients into the layers' `grads`; then it is called again without zeroing, as
+    gradient accumulation calls it. While it runs, the graded cells' `layernorm_backward` answers
+    the calls listed in `table` ([dy, dx, dweight, dbias] each, the grader's) with their
+    gradients and passes any other call to the student's own, so that the block's wiring is graded
+    apart from LayerNorm's backward. Returns [dx, {name: gradient} after one call, after two]."""
+    model, layer, x, dy, table = args
     block = model.h[layer]
     block.zero_grad()
     _, cache = block.forward(x)
-    dx = fn(dy, cache, block, **kwargs)
-    return [dx, dict(block.named_grads())]
+    graded = getattr(fn, "__globals__", {})
+    own = graded.get("layernorm_backward")
+
+    def layernorm_backward(d, norm_cache, weight):
+        for seen, *gradients in table:
+            if np.shape(d) == seen.shape and np.allclose(d, seen, rtol=1e-9, atol=1e-12):
+                return tuple(np.array(g, copy=True) for g in gradients)
+        return own(d, norm_cache, weight)
+
+    graded["layernorm_backward"] = layernorm_backward
+    try:
+        dx = _copy(fn(dy, cache, block, **kwargs))
+        once = {name: np.array(g, copy=True) for name, g in block.named_grads()}
+        fn(dy, cache, block, **kwargs)
+    finally:
+        graded["layernorm_backward"] = own
+    return [dx, once, dict(block.named_grads())]
+
+
+def drive_accumulate(fn, args, kwargs):
+    """A backward function that adds into `grads` (its last argument, {name: array}), called twice
+    on the same `grads`, as gradient accumulation calls it. Returns [what the first call returned,
+    {name: gradient} after one call, after two]."""
+    *inputs, grads = args
+    returned = _copy(fn(*inputs, grads, **kwargs))
+    once = {name: np.array(g, copy=True) for name, g in grads.items()}
+    fn(*inputs, grads, **kwargs)
+    return [returned, once, dict(grads)]
 
 
 def drive_adamw(fn, args, kwargs):
@@ -60,4 +94,5 @@ def drive_adamw(fn, args, kwargs):
 
 
 DRIVERS = {"call": drive_call, "kvcache": drive_kvcache, "block_backward": drive_block_backward,
+           "accumulate": drive_accumulate,
            "adamw": drive_adamw}

@@ -262,9 +262,10 @@ def test_leak_detector_finds_answers_only_on_earlier_pages(answer_leaks):
     pages = {"chapters/03_attention": "<h1>3.</h1>" + _as_rendered(_graded(answer_leaks, gelu, "exercises")),   # the stub
              "chapters/04_model": "<p>GELU</p>" + _as_rendered(reindented),
              "chapters/04b_more": show(model.gelu_backward).data,                              # lib's answer
-             "exercises/ch4_gelu": _as_rendered(solution),
+             "exercises/ch4_gelu": "<details>" + _as_rendered(solution) + "</details>",   # its own, collapsed
              "chapters/05_training": _as_rendered(solution)}                                   # after: allowed
-    leaks = answer_leaks.find_leaks({p: answer_leaks.code_text(h) for p, h in pages.items()}, answers)
+    leaks = answer_leaks.find_leaks({p: answer_leaks.code_text(h) for p, h in pages.items()}, answers,
+                                    {p: answer_leaks.code_text(h, collapsed=False) for p, h in pages.items()})
     by_page = {p: {s for _, q, s in leaks if q == p} for p in pages}
     assert by_page["chapters/04_model"] == answer_leaks.statements(solution) & answers["exercises/ch4_gelu"] != set()
     assert by_page["chapters/04b_more"] and by_page["chapters/03_attention"] == set()
@@ -276,9 +277,15 @@ def test_no_page_shows_an_answer_before_its_exercise(book, answer_leaks):
     pages = answer_leaks.book_pages(book.html)
     answers = answer_leaks.book_answers(pages)
     assert answers, "the book holds no exercise"
-    leaks = answer_leaks.find_leaks(pages, answers)
-    assert not leaks, "answers shown before their exercise:\n" + "\n".join(
+    leaks = answer_leaks.find_leaks(pages, answers, answer_leaks.book_pages(book.html, collapsed=False))
+    assert not leaks, "answers shown before their exercise, or open on its page:\n" + "\n".join(
         f"{page} shows the answer of {exercise}: {statement}" for exercise, page, statement in leaks[:40])
+
+
+def test_no_page_shows_a_later_chapters_feature(book, answer_leaks):
+    found = answer_leaks.find_early_features(answer_leaks.book_pages(book.html))
+    assert not found, "lib code with a later chapter's feature:\n" + "\n".join(
+        f"{page} shows {match!r}, which {chapter} teaches" for page, chapter, match in found)
 
 
 def test_an_answer_planted_on_an_earlier_page_is_found(book, answer_leaks):

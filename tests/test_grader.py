@@ -246,6 +246,7 @@ def test_tampering_fixtures_would_work_without_the_sandbox(name, hidden):
         assert score_outside_sandbox(code, hidden[exercise]) > 0, f"{name} on {exercise} is a dud outside the sandbox"
 
 
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("exercise", list(tamper.LIB_ROUTES))
 def test_lib_routes_beside_the_blocked_names_score_nothing(exercise, hidden, tmp_path):
@@ -603,6 +604,32 @@ def test_backward_reference_agrees_with_lib(hidden):
         got = hidden["ch4_backward"].expected_block(config, 1, 0, x, x)
         assert np.allclose(got[0], want[0], rtol=1e-12, atol=1e-14)
         assert all(np.allclose(got[1][n], g, rtol=1e-12, atol=1e-14) for n, g in want[1].items())
+
+
+def test_embeddings_reference_agrees_with_lib(hidden):
+    from lib.config import GPTConfig
+    from lib.numpy_twin import GPT
+
+    ref = hidden["ch2_embeddings"].REFERENCE
+    rng = np.random.default_rng(0)
+    model = GPT(GPTConfig(vocab_size=11, n_ctx=8, n_layer=1, n_head=2, n_embd=4), seed=2, dtype=np.float64)
+    idx = np.array([[3, 0, 3, 3, 7], [0, 0, 1, 2, 10]])                          # (B, T): repeated ids
+    dx = rng.standard_normal((2, 5, 4))
+    model.zero_grad()
+    model.wte.backward(dx, idx)
+    model.wpe.backward(dx.sum(axis=0, keepdims=True), np.arange(5)[None])
+    grads = {"wte": np.zeros((11, 4)), "wpe": np.zeros((8, 4))}
+    ref["embed_backward"](dx, idx, grads)
+    assert np.allclose(grads["wte"], model.wte.grads["weight"]) and np.allclose(grads["wpe"], model.wpe.grads["weight"])
+    x = ref["embed_forward"](idx, model.wte.weight, model.wpe.weight)
+    assert np.allclose(x, model.wte.forward(idx)[0] + model.wpe.forward(np.arange(5)[None])[0])
+    hidden_states = model.forward_outputs(idx).hidden                             # (B, T, C)
+    assert np.allclose(ref["head_forward"](hidden_states, model.wte.weight), model.forward(idx), rtol=1e-12)
+    dlogits = rng.standard_normal((2, 5, 11))
+    head = {"wte": np.zeros((11, 4))}
+    dhidden = ref["head_backward"](dlogits, hidden_states, model.wte.weight, head)
+    assert np.allclose(head["wte"], dlogits.reshape(-1, 11).T @ hidden_states.reshape(-1, 4))
+    assert np.allclose(dhidden, dlogits @ model.wte.weight)
 
 
 def test_rope_and_rmsnorm_references_agree_with_lib(hidden):

@@ -1,4 +1,5 @@
-"""Which pages of the built book show an exercise's answer before the exercise.
+"""Which pages of the built book show an exercise's answer before the student tried it, and
+which show lib code with a feature that a later chapter teaches.
 
     python tools/answer_leaks.py          # after tools/build_book.py; lists leaks, exit 1 if any
 
@@ -9,7 +10,13 @@ less the trivial ones (imports, lines with under MIN_LENGTH characters of code o
 and the lines that lib's other code also has (a chapter may show that code). A page leaks the answer
 when the code it shows (every <pre> block, as text: what the reader sees of highlighted code
 and of printed output) contains one of these statements, and the page comes before the
-exercise in the book's reading order (_toc.yml).
+exercise in the book's reading order (_toc.yml), or is the exercise's own page and shows it open:
+on its own page lib's answer may only come after the checks, collapsed (a cell tagged
+`hide-input`, which the book renders inside a <details> element, closed until clicked).
+
+A page shows a later chapter's feature when its code (open or collapsed) holds one of
+EARLY_FEATURES' patterns and the page comes before the chapter that teaches it: no KV cache
+before chapter 6, no dropout before chapter 5, no RoPE or grouped key/value heads before 8.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import ast
 import importlib
 import inspect
 import io
+import re
 import sys
 import textwrap
 import tokenize
@@ -28,6 +36,12 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 MIN_LENGTH = 20        # characters of code (no spaces, no strings) in a line: shorter ones are too common
+# {the page that teaches a feature: a pattern of the code that carries it}
+EARLY_FEATURES = {
+    "chapters/05_training": re.compile(r"\bDropout\b|\bself\.drop\b|\w*dropout\.(?:forward|backward)\b|\bdropout_rng\b"),
+    "chapters/06_decoding": re.compile(r"\bkv_cache\b|\bKVCache\b"),
+    "chapters/08_modern_block": re.compile(r"\bapply_rope\b|\brope_cos_sin\b|\brepeat_kv\b|\bself\.n_kv_head\b"),
+}
 STRING_TOKENS = {tokenize.STRING} | {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
                                      if hasattr(tokenize, n)}
 
@@ -119,53 +133,82 @@ def exercises() -> list:
 
 # ---- what a page shows ---------------------------------------------------------------------------
 class _PreText(HTMLParser):
-    """The text inside <pre> elements, entities decoded, highlighting spans dropped."""
+    """The text inside <pre> elements, entities decoded, highlighting spans dropped; with
+    `collapsed=False`, not the <pre> blocks inside a <details> element (collapsed until clicked)."""
 
-    def __init__(self):
+    def __init__(self, collapsed=True):
         super().__init__(convert_charrefs=True)
-        self.depth, self.parts = 0, []
+        self.depth, self.details, self.collapsed, self.parts = 0, 0, collapsed, []
 
     def handle_starttag(self, tag, attrs):
         if tag == "pre":
             self.depth += 1
+        elif tag == "details":
+            self.details += 1
 
     def handle_endtag(self, tag):
         if tag == "pre" and self.depth:
             self.depth -= 1
-            self.parts.append("\n")
+            if self.collapsed or not self.details:
+                self.parts.append("\n")
+        elif tag == "details" and self.details:
+            self.details -= 1
 
     def handle_data(self, data):
-        if self.depth:
+        if self.depth and (self.collapsed or not self.details):
             self.parts.append(data)
 
 
-def code_text(html: str) -> str:
-    """What a page shows as code: the text of its <pre> blocks."""
-    parser = _PreText()
+def code_text(html: str, collapsed: bool = True) -> str:
+    """What a page shows as code: the text of its <pre> blocks (without `collapsed`, only those
+    shown open)."""
+    parser = _PreText(collapsed)
     parser.feed(html)
     parser.close()
     return "".join(parser.parts)
 
 
-def find_leaks(pages: dict[str, str], answers: dict[str, set[str]]) -> list[tuple[str, str, str]]:
-    """(exercise page, earlier page, statement) for every answer statement that an earlier page shows.
+def find_leaks(pages: dict[str, str], answers: dict[str, set[str]],
+               open_pages: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(exercise page, page, statement) for every answer statement that a page before the exercise
+    shows, or that the exercise's own page shows open.
 
-    pages: {page: its code text}, in reading order; answers: {exercise page: its statements}.
+    pages: {page: its code text}, in reading order; answers: {exercise page: its statements};
+    open_pages: {page: the code text it shows open} (default: all of `pages`' text is open).
     """
     order = list(pages)
-    shown = {page: "\n".join(map(normalise, text.splitlines())) for page, text in pages.items()}  # one line each
+    open_pages = pages if open_pages is None else open_pages
+
+    def lines(text):
+        return "\n".join(map(normalise, text.splitlines()))        # one statement per line
+
+    shown = {page: lines(text) for page, text in pages.items()}
     leaks = []
     for exercise_page, wanted in answers.items():
         for page in order[:order.index(exercise_page)]:
             leaks += [(exercise_page, page, s) for s in sorted(wanted) if s in shown[page]]
+        own = lines(open_pages.get(exercise_page, ""))
+        leaks += [(exercise_page, exercise_page, s) for s in sorted(wanted) if s in own]
     return leaks
 
 
-def book_pages(html_dir: Path) -> dict[str, str]:
-    """{docname: code text} of the built book's pages, in _toc.yml's order."""
+def find_early_features(pages: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(page, the chapter that teaches the feature, what matched) for every page before that
+    chapter whose code shows the feature. pages: {page: code text}, in reading order."""
+    order = list(pages)
+    found = []
+    for chapter, pattern in EARLY_FEATURES.items():
+        for page in order[:order.index(chapter)] if chapter in order else []:
+            found += [(page, chapter, m) for m in sorted(set(pattern.findall(pages[page])))]
+    return found
+
+
+def book_pages(html_dir: Path, collapsed: bool = True) -> dict[str, str]:
+    """{docname: code text} of the built book's pages, in _toc.yml's order (without `collapsed`,
+    only the code shown open)."""
     sys.path.insert(0, str(ROOT / "tools"))
     from book_toc import toc_docnames
-    return {d: code_text((html_dir / f"{d}.html").read_text(encoding="utf-8")) for d in toc_docnames()
+    return {d: code_text((html_dir / f"{d}.html").read_text(encoding="utf-8"), collapsed) for d in toc_docnames()
             if (html_dir / f"{d}.html").exists()}
 
 
@@ -177,10 +220,13 @@ def book_answers(pages) -> dict[str, set[str]]:
 
 def main() -> int:
     pages = book_pages(ROOT / "_build" / "html")
-    leaks = find_leaks(pages, book_answers(pages))
+    leaks = find_leaks(pages, book_answers(pages), book_pages(ROOT / "_build" / "html", collapsed=False))
     for exercise_page, page, statement in leaks:
         print(f"{page} shows the answer of {exercise_page}: {statement}")
-    return 1 if leaks else 0
+    early = find_early_features(pages)
+    for page, chapter, match in early:
+        print(f"{page} shows {match!r}, a feature {chapter} teaches")
+    return 1 if leaks or early else 0
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@ and MLP backward passes (which the student calls too), on the very caches lib's 
   where dropping a term of the formula shows at once. float64 within 1e-10 + 1e-8 |ref| (any
   order of the sums agrees to ~1e-14); float32 must stay float32, within 1e-4 + 1e-4 |ref|.
 - block_backward: driven as GPT.backward drives Block.backward (the grader's driver runs the
-  block's forward on x, then calls block_backward(dy, cache, block) after zero_grad); dx and every
-  parameter gradient of the block must match, within 1e-9 + 1e-7 |ref| (float64). Configs: GPT-2's
+  block's forward on x, then calls block_backward(dy, cache, block) after zero_grad, twice); dx and
+  every parameter gradient of the block after the first call must match, within 1e-9 + 1e-7 |ref|
+  (float64), and after the second call be twice that (one test: = where += is needed loses it).
+  While block_backward runs, the student's `layernorm_backward` answers the two calls a right
+  wiring makes with the reference's gradients (`ln_table`), so that a LayerNorm mistake costs only
+  layernorm_backward's points; a call with any other dy goes to the student's own. Configs: GPT-2's
   layout at two widths, one without linear biases, one with SwiGLU, RoPE and shared key/value heads
   (the student's wiring does not depend on what the sub-layers are).
 A zero dy is an edge test: everything is 0, which an answer that returns zeros gets right.
@@ -72,21 +76,25 @@ def all_close(names, expected, **tol):
     return check
 
 
-def grads_close(expected_dx, expected_grads, **tol):
-    """Check for the block driver: [dx, {parameter: gradient}]."""
+def grads_close(expected_dx, expected_grads, twice=False, **tol):
+    """Check for the block driver's [dx, {parameter: gradient} after one call, the same after
+    two]: dx and the first call's gradients, or (`twice`) the second call's, which must be twice
+    the first's."""
     dx_check = close(expected_dx, dtype=np.float64, **tol)
 
     def check(got):
-        if not isinstance(got, list) or len(got) != 2 or not isinstance(got[1], dict):
+        if not isinstance(got, list) or len(got) != 3 or not all(isinstance(g, dict) for g in got[1:]):
             return False, "block_backward's result could not be read as dx"
-        verdict = dx_check(got[0])
-        if not verdict[0]:
-            return False, f"dx: {verdict[1]}"
-        for name, want in expected_grads.items():
-            verdict = close(want, **tol)(got[1].get(name))
+        if not twice:
+            verdict = dx_check(got[0])
             if not verdict[0]:
-                return False, f"the gradient of {name}: {verdict[1]}"
-        return True, "dx and every parameter gradient close"
+                return False, f"dx: {verdict[1]}"
+        for name, want in expected_grads.items():
+            verdict = close(2 * want if twice else want, **tol)(got[2 if twice else 1].get(name))
+            if not verdict[0]:
+                after = "after a second call (its gradients must add to the first's)" if twice else ""
+                return False, f"the gradient of {name} {after}: {verdict[1]}".replace("  ", " ")
+        return True, "every parameter gradient twice one call's" if twice else "dx and every parameter gradient close"
     return check
 
 
@@ -138,12 +146,25 @@ CONFIGS = {
 
 
 def expected_block(config, seed, layer, x, dy):
-    """What the driver must return, computed here with the reference wiring."""
+    """What the driver must return after one call, computed here with the reference wiring, and
+    the table of the two LayerNorm calls it makes: [[dy, dx, dweight, dbias], ...]."""
+    global layernorm_backward
     block = GPT(GPTConfig(**config), seed=seed, dtype=np.float64).h[layer]
     block.zero_grad()
     _, cache = block.forward(x)
-    dx = block_backward(dy, cache, block)
-    return dx, dict(block.named_grads())
+    reference, table = layernorm_backward, []
+
+    def recorded(d, norm_cache, weight):
+        out = reference(d, norm_cache, weight)
+        table.append([np.array(d), *out])
+        return out
+
+    layernorm_backward = recorded
+    try:
+        dx = block_backward(dy, cache, block)
+    finally:
+        layernorm_backward = reference
+    return dx, dict(block.named_grads()), table
 
 
 def _block_tests():
@@ -153,13 +174,18 @@ def _block_tests():
         layer = config["n_layer"] - 1
         x = rng.normal(0, 1.5, (2, 6, config["n_embd"]))                  # (B, T, C)
         dy = rng.standard_normal(x.shape)
-        args = (Model(config, seed=10 + i, dtype="float64"), layer, x, dy)
+        dx, grads, table = expected_block(config, 10 + i, layer, x, dy)
+        args = (Model(config, seed=10 + i, dtype="float64"), layer, x, dy, table)
         out.append(Test(f"block_backward: {label}", "block_backward", args,
-                        grads_close(*expected_block(config, 10 + i, layer, x, dy), **BLOCK), driver="block_backward"))
+                        grads_close(dx, grads, **BLOCK), driver="block_backward"))
+        if i == 0:
+            out.append(Test(f"block_backward called twice: {label}, the gradients add up", "block_backward", args,
+                            grads_close(dx, grads, twice=True, **BLOCK), driver="block_backward"))
     config = CONFIGS["GPT-2's layout, 2 heads, 16 wide"]
     x, dy = rng.standard_normal((1, 4, 16)), np.zeros((1, 4, 16))
-    out.append(Test("block_backward: dy = 0", "block_backward", (Model(config, seed=5, dtype="float64"), 0, x, dy),
-                    grads_close(*expected_block(config, 5, 0, x, dy), **BLOCK), driver="block_backward", edge=True))
+    dx, grads, table = expected_block(config, 5, 0, x, dy)
+    out.append(Test("block_backward: dy = 0", "block_backward", (Model(config, seed=5, dtype="float64"), 0, x, dy, table),
+                    grads_close(dx, grads, **BLOCK), driver="block_backward", edge=True))
     return out
 
 

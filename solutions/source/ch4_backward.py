@@ -1,5 +1,5 @@
 """Exercise 4.3: backward through LayerNorm and through a pre-norm residual block."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, collapsed, graded, md, setup, uses
 
 
 STUB = '''
@@ -78,13 +78,19 @@ CELLS = [
     without showing them). A grader runs that cell alone, in a sandbox, and calls your functions on
     hidden shapes and values in float64, comparing with its own gradients; nothing else in this
     notebook is graded. The checks below it are a first test you can run yourself.
+
+    The two functions are graded apart: `block_backward` is tested with the grader's own LayerNorm
+    backward in place of yours, so a mistake in `layernorm_backward` costs only its own points. It
+    is also called twice without zeroing the gradients, as gradient accumulation calls it: the
+    second call must add to the first. A zero `dy` is an *edge test* (an answer that returns
+    zeros gets it right): it counts only once every other test of the same function passes.
     """),
     setup(),
     code('''
     import numpy as np
 
     import lib.numpy_twin as nt
-    from lib.checks import expect_close, expect_grad, expect_shape
+    from lib.checks import expect_accumulates, expect_close, expect_grad, expect_shape
     from lib.config import GPTConfig
 
     rng = np.random.default_rng(0)
@@ -108,11 +114,19 @@ CELLS = [
 
     - `dweight` and `dbias` ($\partial\mathcal L/\partial\gamma$, $\partial\mathcal L/\partial\beta$,
       each `(C,)`) sum over every position, since $\gamma$ and $\beta$ are shared by all of them.
-    - `dx`: with $g = \gamma \odot dy$ (the gradient reaching $\hat x$), chapter 4 gives
-      $\partial\mathcal L/\partial x = r\,(g - \overline{g} - \hat x\,\overline{g \odot \hat x})$,
-      a bar being the mean over the $C$ entries. Derive it if you can (the chain rule through
-      $\mu$ and through $r$, which depend on every $x_i$); then write it with numpy, for inputs of
-      any leading shape `(..., C)`.
+    - `dx`, the gradient with respect to the input, for inputs of any leading shape `(..., C)`.
+      Every $x_i$ moves $\mu$ and $r$, and through them every $\hat x_j$: derive it with the
+      chain rule through $\mu$ and through $r$. The result can be written with $g = \gamma \odot
+      dy$ (the gradient reaching $\hat x$), $r$, $\hat x$ and two means over the $C$ entries. The
+      checks below compare your `dx` with central differences of the loss, so you know when it
+      is right.
+
+    :::{admonition} Hint: the result, once derived
+    :class: dropdown
+    $\partial\mathcal L/\partial x = r\,(g - \overline{g} - \hat x\,\overline{g \odot \hat x})$,
+    a bar being the mean over the $C$ entries: $\mu$'s dependence removes $g$'s mean, $r$'s
+    removes $g$'s component along $\hat x$.
+    :::
 
     **The block** of GPT-2 is pre-norm: $h = x + \mathrm{attn}(\mathrm{ln_1}(x))$, then
     $\text{out} = h + \mathrm{mlp}(\mathrm{ln_2}(h))$. Its forward returns the cache
@@ -135,10 +149,11 @@ CELLS = [
     md(r"""
     ## Checks you can run
 
-    Each gradient is compared with central differences $(f(x + h) - f(x - h)) / 2h$ of a scalar
-    loss, $f = \sum R \odot y$ with $R$ a fixed random array (so that $dy = R$), in float64.
+    One cell per property, LayerNorm first. Each gradient is compared with central differences
+    $(f(x + h) - f(x - h)) / 2h$ of a scalar loss, $f = \sum R \odot y$ with $R$ a fixed random
+    array (so that $dy = R$), in float64.
     """),
-    uses('''
+    code('''
     C = 6
     x = 2.0 + 3.0 * rng.standard_normal((3, 4, C))            # (3, 4, C): far from mean 0 and variance 1
     ln = nt.LayerNorm(C).astype(np.float64)
@@ -150,27 +165,30 @@ CELLS = [
     def ln_loss(x, weight=ln.weight, bias=ln.bias):
         xhat = ln.forward(x)[1][0]                            # (3, 4, C)
         return float((R * (xhat * weight + bias)).sum())
-
-
-    y, cache = ln.forward(x)
-    dx, dweight, dbias = layernorm_backward(R, cache, ln.weight)
-    expect_shape("dx", dx, x.shape, np.float64)
+    '''),
+    check('''
+    dx, dweight, dbias = layernorm_backward(R, ln.forward(x)[1], ln.weight)
+    expect_shape("layernorm dx", dx, x.shape, np.float64)
+    expect_grad("layernorm dx", ln_loss, lambda x: layernorm_backward(R, ln.forward(x)[1], ln.weight)[0], x,
+                axes="btc")
+    '''),
+    check('''
     expect_shape("dweight", dweight, (C,), np.float64)
     expect_shape("dbias", dbias, (C,), np.float64)
-    expect_grad("layernorm dx", ln_loss, lambda x: layernorm_backward(R, ln.forward(x)[1], ln.weight)[0], x)
     expect_grad("layernorm dweight", lambda w: ln_loss(x, weight=w), lambda w: dweight, ln.weight.copy())
     expect_grad("layernorm dbias", lambda b: ln_loss(x, bias=b), lambda b: dbias, ln.bias.copy())
     '''),
     md(r"""
-    The same check through a whole block of a small float64 model (2 heads, 8 wide): the gradient
-    with respect to the block's input, and with respect to the gains and biases of its two
-    LayerNorms, which your function adds into `grads`.
+    The same through a whole block of a small float64 model (2 heads, 8 wide): the gradient with
+    respect to the block's input, and with respect to the gains and biases of its two LayerNorms,
+    which your function adds into `grads`.
     """),
-    uses('''
+    code('''
     config = GPTConfig(vocab_size=16, n_ctx=8, n_layer=1, n_head=2, n_embd=8)
     block = nt.GPT(config, seed=3, dtype=np.float64).h[0]
     x = rng.standard_normal((2, 5, 8))                        # (B, T, C)
     R = rng.standard_normal(x.shape)                          # (B, T, C)
+    LN_GRADS = [(ln, p) for ln in ("ln_1", "ln_2") for p in ("weight", "bias")]
 
 
     def block_grads(x):
@@ -178,16 +196,11 @@ CELLS = [
         block.zero_grad()
         out, cache = block.forward(x)
         dx = block_backward(R, cache, block)
-        return dx, {f"{ln}.{p}": getattr(block, ln).grads[p].copy() for ln in ("ln_1", "ln_2") for p in ("weight", "bias")}
+        return dx, {f"{ln}.{p}": getattr(block, ln).grads[p].copy() for ln, p in LN_GRADS}
 
 
     def block_loss(x):
         return float((R * block.forward(x)[0]).sum())
-
-
-    dx, ln_grads = block_grads(x)
-    expect_shape("block dx", dx, x.shape, np.float64)
-    expect_grad("block dx", block_loss, lambda x: block_grads(x)[0], x)
 
 
     def loss_with(p, value):
@@ -197,25 +210,36 @@ CELLS = [
         loss = block_loss(x)
         p[...] = saved
         return loss
-
-
+    '''),
+    check('''
+    dx, ln_grads = block_grads(x)
+    expect_shape("block dx", dx, x.shape, np.float64)
+    expect_grad("block dx", block_loss, lambda x: block_grads(x)[0], x, axes="btc")
+    '''),
+    check('''
     for name, grad in ln_grads.items():
         layer, param = name.split(".")
         p = getattr(getattr(block, layer), param)             # (C,): the array the block uses
         expect_grad(f"block {name}", lambda v: loss_with(p, v), lambda v: grad, p.copy())
     '''),
+    md(r"""
+    Gradient accumulation (chapter 5) runs several backward passes before one update, and every
+    backward adds into `grads`: called twice without `zero_grad()`, your function must leave twice
+    one call's gradients.
+    """),
+    check('''
+    block.zero_grad()
+    _, cache = block.forward(x)
+    expect_accumulates("block_backward called twice", lambda: block_backward(R, cache, block),
+                       lambda: {f"{ln}.{p}": getattr(block, ln).grads[p] for ln, p in LN_GRADS})
+    '''),
     md("""
     ## Compare with lib
 
-    lib's versions, now that yours work: LayerNorm's backward, the block's, and the model's, which
-    runs the blocks in reverse and ends at the embedding tables. On a float32 model of the small
-    preset, yours and lib's agree to float32 rounding.
+    On a float32 model of the small preset, yours and lib's agree to float32 rounding. lib's own
+    LayerNorm and block backward passes are in the collapsed cell after it: open it once your
+    checks pass.
     """),
-    code('''
-    from lib.display import show
-
-    show(nt.LayerNorm.backward, nt.Block.backward, nt.GPT.backward)
-    '''),
     uses('''
     small = nt.GPT(GPTConfig.small(), seed=0)                 # float32, 4 blocks, 128 wide
     block = small.h[1]
@@ -227,9 +251,14 @@ CELLS = [
     your_grads = {name: g.copy() for name, g in block.named_grads()}
     block.zero_grad()
     libs = block.backward(dy, cache)
-    expect_close("dx against lib", yours, libs, rtol=1e-4, atol=1e-5)
+    expect_close("dx against lib", yours, libs, rtol=1e-4, atol=1e-5, axes="btc")
     for name, g in block.named_grads():
         expect_close(f"{name} against lib", your_grads[name], g, rtol=1e-4, atol=1e-5)
+    '''),
+    collapsed('''
+    from lib.display import show
+
+    show(nt.LayerNorm.backward, nt.Block.backward)
     '''),
     md("""
     ## Going further
