@@ -6,7 +6,8 @@ What goes in: the files git tracks (as they are in the working tree), that is th
 chapters, the exercise notebooks (stubs), lib, tools and the tests. What stays out
 (EXCLUDED_DIRS, EXCLUDED_FILES): `solutions/` (solved notebooks, hidden tests, grading fixtures,
 the notebook sources), `grader/` (the grader and this module) and the tests that need them
-(`tests/test_grader.py`, `tests/test_classroom.py`, `tests/test_release.py`) and the check for
+(`tests/test_grader.py`, `tests/test_classroom.py`, `tests/test_release.py`,
+`tests/test_sandbox_limits.py`) and the check for
 answers shown before their exercise (`tools/answer_leaks.py`): without hidden tests there is
 nothing for students to grade with.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED_DIRS = ("solutions", "grader", ".git")
 EXCLUDED_FILES = ("tests/test_grader.py", "tests/test_classroom.py", "tests/test_release.py",
-                  "tests/test_publish.py", "tools/answer_leaks.py")
+                  "tests/test_publish.py", "tests/test_sandbox_limits.py", "tools/answer_leaks.py")
 
 
 def source_files(root: Path = ROOT) -> list[Path]:

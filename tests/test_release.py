@@ -28,7 +28,7 @@ def test_release_has_the_course_and_no_answers(released):
     assert not [p for p in code if re.search(r"\b(from|import) grader\b", (out / p).read_text())]
     assert not [p for p in written if "hidden_tests" in p.parts or "fixtures" in p.parts]
     exercises = sorted(p.name for p in (out / "exercises").glob("*.ipynb"))
-    n_hidden = len(list((ROOT / "solutions" / "hidden_tests").glob("ex*.py")))        # one notebook per exercise
+    n_hidden = len(list((ROOT / "solutions" / "hidden_tests").glob("ch*.py")))        # one notebook per exercise
     assert exercises == sorted(p.name for p in (ROOT / "exercises").glob("*.ipynb")) and len(exercises) == n_hidden
     for name in exercises:
         nb = nbformat.read(out / "exercises" / name, as_version=4)
