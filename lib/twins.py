@@ -1,4 +1,4 @@
-"""Choosing and recognising a twin: written here once, used everywhere else.
+"""Choosing, recognising and running either twin: written here once, used everywhere else.
 
 - `default_twin()`: "torch" where torch is installed, else "numpy".
 - `twin_module(twin, submodule=None)`: `lib.numpy_twin` or `lib.torch_twin` (or one of its
@@ -54,7 +54,8 @@ def as_model_ids(model, ids):
 
 def to_numpy(x):
     if isinstance(x, (tuple, list)) and any(hasattr(v, "detach") or isinstance(v, np.ndarray) for v in x):
-        return type(x)(to_numpy(v) for v in x)                 # several outputs; a list of ids stays one array
+        items = [None if v is None else to_numpy(v) for v in x]   # several outputs; a list of ids stays one array
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)   # a named tuple takes its fields
     if hasattr(x, "detach"):                                   # a torch tensor, on any device
         x = x.detach().cpu()
         return (x.float() if x.is_floating_point() else x).numpy()
