@@ -4,7 +4,8 @@ which show lib code with a feature that a later chapter teaches.
     python tools/answer_leaks.py          # after tools/build_book.py; lists leaks, exit 1 if any
 
 An exercise's answer, as statements (code lines without their comments, whitespace removed):
-- the lines of its solution's graded cells that its stub's graded cells do not have;
+- the lines of its solution's graded cells that the student's notebook does not show (its checks
+  and docstrings call the answer: `s = smooth(losses, window)` is no answer);
 - the source lines of the lib names its hidden tests block while grading (`EXERCISE.blocked`);
 less the trivial ones (imports, lines with under MIN_LENGTH characters of code outside strings)
 and the lines that lib's other code also has (a chapter may show that code). A page leaks the answer
@@ -82,6 +83,12 @@ def graded_source(notebook: Path, exercise: str) -> str:
     return "\n".join(c.source for c in nb.cells if f"graded:{exercise}" in c.metadata.get("tags", []))
 
 
+def page_source(notebook: Path) -> str:
+    """Every code cell of a notebook: what its page shows as code, less the outputs."""
+    nb = nbformat.read(notebook, as_version=4)
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
 def _definitions(module) -> list[str]:
     """The names of a module's top-level functions and classes."""
     tree = ast.parse(inspect.getsource(module))
@@ -117,10 +124,11 @@ def shared_statements(sources) -> set[str]:
 def answer_statements(exercise) -> set[str]:
     """The statements that give away `exercise` (a grader.spec.Exercise)."""
     answer = graded_source(ROOT / "solutions" / f"{exercise.notebook}.ipynb", exercise.notebook)
-    stub = graded_source(ROOT / "exercises" / f"{exercise.notebook}.ipynb", exercise.notebook)
+    page = page_source(ROOT / "exercises" / f"{exercise.notebook}.ipynb")   # its checks call the answer
+    on_page = "\n".join(normalise(line) for line in page.splitlines())    # docstrings included
     lib_sources = blocked_sources(exercise.blocked)
-    wanted = statements(answer).union(*map(statements, lib_sources))
-    return wanted - statements(stub) - shared_statements(lib_sources)
+    wanted = statements(answer).union(*map(statements, lib_sources)) - shared_statements(lib_sources)
+    return {s for s in wanted if s not in on_page}
 
 
 def exercises() -> list:
