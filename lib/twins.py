@@ -67,8 +67,7 @@ def forward(model, ids):
 
 
 def forward_outputs(model, ids, return_attention=False):
-    out = _without_grad(model.forward_outputs, as_model_ids(model, ids), return_attention=return_attention)
-    return type(out)(*(None if v is None else to_numpy(v) for v in out))
+    return _without_grad(model.forward_outputs, as_model_ids(model, ids), return_attention=return_attention)
 
 
 def _without_grad(method, ids, **options):
