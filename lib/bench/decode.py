@@ -132,13 +132,15 @@ def time_runs(runs, names, reps, idx, n, clock, pause=0.5):
     return times, outputs
 
 
-def batch_sweep(models: Models, cfg: GPTConfig, batches, n, clock) -> dict[str, dict[int, float]]:
+def batch_sweep(models: Models, cfg: GPTConfig, batches, n, clock, names=None) -> dict[str, dict[int, float]]:
     """{name: {batch: tokens/s}}: n decode steps after a 1-token prompt (whose prefill and first
-    step are untimed), batch x steps / seconds, each contender after a pause."""
-    out = {name: {} for name in models.streams()}
+    step are untimed), batch x steps / seconds, each contender after a pause; every contender of
+    `models.streams()`, or those named."""
+    streams = {name: s for name, s in models.streams().items() if names is None or name in names}
+    out = {name: {} for name in streams}
     for batch in batches:
         idx = np.random.default_rng(batch).integers(0, cfg.vocab_size, (batch, 1))
-        for name, (layout, make_stream) in models.streams().items():
+        for name, (layout, make_stream) in streams.items():
             time.sleep(0.5)
             with layout():
                 stream = make_stream(idx, n + 1)
