@@ -160,10 +160,11 @@ def test_int8_perplexity_on_the_held_out_plays_within_one_percent():
 def test_decode_benchmark_runs_and_reports_its_keys():
     run = subprocess.run([sys.executable, "-m", "lib.bench", "decode", "--preset", "small", "--prompt", "4",
                           "--new", "3", "--reps", "1", "--no-cache-reps", "0", "--batches", "1,2",
-                          "--sweep-steps", "1"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          "--sweep-steps", "1", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(run.stdout.strip().splitlines()) == 1                 # --json: the JSON line alone
+    result = json.loads(run.stdout)
     names = {"numpy cache fp32", "numpy fast fp32", "numpy int8", "torch cache fp32", "torch int8", "transformers fp32"}
     assert set(result["tokens_per_s"]) == names == set(result["percent_of_bound"])
     assert set(result["tokens_per_s_by_batch"]["torch int8"]) == {"1", "2"}

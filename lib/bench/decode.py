@@ -13,7 +13,8 @@ for its precision: decoding one token reads every weight once and does little ar
 byte, so tokens/s <= read bandwidth / weight bytes (`lib.bench.roofline`; the bandwidth is the
 fastest of a few plain reads of a 512 MiB array). `--batches 1,2,4,...` adds decode steps per
 second at each batch (the prompt's prefill untimed) beside both bounds, memory and compute (the
-measured peak of a float32 matrix product in each twin's library). Last line: one JSON object.
+measured peak of a float32 matrix product in each twin's library). Last line: one JSON object
+(`--json`: that line alone).
 
 On a busy shared machine wall-clock figures mostly measure the other processes (threads that
 wait for a core stall everyone). `--cpu-time` then times with the process's CPU clock instead;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import statistics
@@ -225,6 +227,7 @@ def parse_args(argv):
     p.add_argument("--sweep-steps", type=int, default=8, help="timed decode steps at each batch of the sweep")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cpu-time", action="store_true", help="time with the CPU clock, one thread (busy machines)")
+    p.add_argument("--json", action="store_true", help="print the JSON line only, without the tables")
     args = p.parse_args(argv)
     cfg = GPTConfig.preset(args.preset)
     if args.cpu_time and (torch.get_num_threads() != 1 or os.environ.get("OPENBLAS_NUM_THREADS") != "1"):
@@ -244,6 +247,13 @@ def parse_args(argv):
 
 def main(argv=None):
     args, cfg = parse_args(argv)
+    with contextlib.redirect_stdout(io.StringIO()) if args.json else contextlib.nullcontext():
+        result = measure(args, cfg)
+    print(json.dumps(result))
+
+
+def measure(args, cfg) -> dict:
+    """Run the benchmark, print its tables, return what the JSON line reports."""
     clock = time.process_time if args.cpu_time else time.perf_counter
     load_before = os.getloadavg()[0]
     models = Models(cfg, args.seed)
@@ -280,14 +290,14 @@ def main(argv=None):
     if max(load_before, load_after) > 1.5 * (os.cpu_count() or 1):
         print(f"warning: the machine was busy (load average {load_before:.1f} -> {load_after:.1f}); figures are noisy")
     print("GPU figures (bf16, beside transformers): python -m lib.bench gpu")
-    print(json.dumps({"benchmark": "decode", "clock": "cpu, one thread" if args.cpu_time else "wall",
-                      "preset": args.preset, "prompt_tokens": args.prompt, "new_tokens": args.new,
-                      "tokens_per_s": tok_s, "best_tokens_per_s": best, "percent_of_bound": percent,
-                      "tokens_per_s_by_batch": sweep, "weight_bytes": weight_bytes,
-                      "bandwidth_gb_s": machine["bandwidth_gb_s"], "peak_flops": machine["peak_flops"],
-                      "bound_tokens_per_s": machine["bound_tokens_per_s"], "ratios": ratios, "targets": TARGETS,
-                      "bound_target_percent": BOUND_TARGET, "met": met,
-                      "kv_cache_bytes_per_token": kv_cache_bytes(cfg, 1), "load_average": [load_before, load_after]}))
+    return {"benchmark": "decode", "clock": "cpu, one thread" if args.cpu_time else "wall",
+            "preset": args.preset, "prompt_tokens": args.prompt, "new_tokens": args.new,
+            "tokens_per_s": tok_s, "best_tokens_per_s": best, "percent_of_bound": percent,
+            "tokens_per_s_by_batch": sweep, "weight_bytes": weight_bytes,
+            "bandwidth_gb_s": machine["bandwidth_gb_s"], "peak_flops": machine["peak_flops"],
+            "bound_tokens_per_s": machine["bound_tokens_per_s"], "ratios": ratios, "targets": TARGETS,
+            "bound_target_percent": BOUND_TARGET, "met": met,
+            "kv_cache_bytes_per_token": kv_cache_bytes(cfg, 1), "load_average": [load_before, load_after]}
 
 
 if __name__ == "__main__":
