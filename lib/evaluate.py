@@ -159,8 +159,9 @@ def wilson_interval(correct, n, z=Z_95):
 
 def evaluate(model, tokenizer, items, neutral=None, progress=False, max_logits=2**24):
     """Score every item ({"context": text, "choices": [text, ...], "label": index of the right
-    one}) and return {"n", "chance" (mean of 1 / number of choices), "accuracy" and "interval"
-    (95% Wilson)}, each of the last two by score: the choice with the highest "sum", the highest
+    one}) and return {"n", "chance" (mean of 1 / number of choices), "accuracy", "interval"
+    (95% Wilson) and "right" (per item, whether the pick was right: `mcnemar` compares two
+    models)}, each of the last three by score: the choice with the highest "sum", the highest
     "mean" and, given a `neutral` text, the highest "gain" (see `score_choices`).
 
     Items go through the model several at a time (`score_questions`), as many as keep one pass's
@@ -174,7 +175,7 @@ def evaluate(model, tokenizer, items, neutral=None, progress=False, max_logits=2
     keys = ("sum", "mean") if neutral is None else ("sum", "mean", "gain")
     rows = max(len(item["choices"]) for item in items) * (1 if neutral is None else 2)   # an item's rows, at most
     per_pass = max(1, max_logits // (rows * model.config.n_ctx * model.config.vocab_size))
-    correct = dict.fromkeys(keys, 0)
+    right = {key: [] for key in keys}                        # per item: picked the label?
     with progress_bar(len(items), "scoring", disable=not progress) as bar:
         for start in range(0, len(items), per_pass):
             batch = items[start:start + per_pass]
@@ -182,12 +183,28 @@ def evaluate(model, tokenizer, items, neutral=None, progress=False, max_logits=2
                          for item in batch]
             for item, scores in zip(batch, score_questions(model, questions, neutral_ids)):
                 for key in keys:
-                    correct[key] += int(np.argmax(getattr(scores, key)) == item["label"])
+                    right[key].append(bool(np.argmax(getattr(scores, key)) == item["label"]))
             bar.update(len(batch))
     n = len(items)
+    correct = {key: sum(flags) for key, flags in right.items()}
     return {"n": n, "chance": float(np.mean([1 / len(item["choices"]) for item in items])),
             "accuracy": {key: c / n for key, c in correct.items()},
-            "interval": {key: list(wilson_interval(c, n)) for key, c in correct.items()}}
+            "interval": {key: list(wilson_interval(c, n)) for key, c in correct.items()},
+            "right": right}
+
+
+def mcnemar(right_a, right_b):
+    """(only_a, only_b, p): McNemar's exact test of two models scored on the same items. only_a
+    counts the items that model a got right and b wrong, only_b the reverse; p is the two-sided
+    probability of a split at least that uneven if either model were as likely as the other to
+    be the one right (a binomial with 1/2 over only_a + only_b items)."""
+    if len(right_a) != len(right_b):
+        raise ValueError(f"{len(right_a)} and {len(right_b)} items: expected the same items for both models")
+    only_a = sum(bool(a) and not b for a, b in zip(right_a, right_b))
+    only_b = sum(bool(b) and not a for a, b in zip(right_a, right_b))
+    n = only_a + only_b
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2 ** n
+    return only_a, only_b, min(1.0, 2 * tail)
 
 
 # ---- the offline benchmark: the next line of a held-out play -------------------------------------
@@ -371,8 +388,9 @@ def main(argv=None):
         print(f"  accuracy by {SCORE_NAMES[key]:26s} {result['accuracy'][key]:.3f}  "
               f"(95% Wilson interval {low_high[0]:.3f} to {low_high[1]:.3f})")
     if args.json:
+        summary = {key: value for key, value in result.items() if key != "right"}   # not 3 x n flags
         print(json.dumps({"benchmark": args.benchmark, "model": args.model, "twin": twin, "neutral": neutral,
-                          **result}))
+                          **summary}))
 
 
 if __name__ == "__main__":

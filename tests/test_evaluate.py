@@ -8,6 +8,7 @@ Tolerance between the twins: the logits agree to 1e-4 in float32 (tests/test_mod
 sum of log-probabilities over n tokens agrees to 1e-4 per token.
 """
 import json
+import math
 
 import numpy as np
 import pytest
@@ -175,8 +176,10 @@ def test_the_command_line_scores_a_hellaswag_file(hellaswag_file, tmp_path, caps
     assert result["n"] == 2 and result["chance"] == 0.25 and result["neutral"] == "\n"
     assert set(result["accuracy"]) == set(result["interval"]) == {"sum", "mean", "gain"}
     items = ev.hellaswag_items(hellaswag_file)
-    assert result == {**ev.evaluate(model, tokenizer_for(256), items, neutral="\n"), "benchmark": "hellaswag",
-                      "model": str(tmp_path / "model"), "twin": "numpy", "neutral": "\n"}
+    full = ev.evaluate(model, tokenizer_for(256), items, neutral="\n")
+    assert [len(flags) for flags in full.pop("right").values()] == [2, 2, 2]
+    assert result == {**full, "benchmark": "hellaswag", "model": str(tmp_path / "model"), "twin": "numpy",
+                      "neutral": "\n"}                         # the JSON line leaves the per-item flags out
     picks = [ev.score_choices(model, list(item["context"].encode()), [list(c.encode()) for c in item["choices"]],
                               list(b"\n")) for item in items]
     for key in ("sum", "mean", "gain"):                            # the answer is the highest score's choice
@@ -190,3 +193,14 @@ def test_the_command_line_scores_the_next_line_benchmark(capsys):
     result = json.loads(out.splitlines()[-1])
     assert result["n"] == 20 and result["neutral"] == "\n" and set(result["accuracy"]) == {"sum", "mean", "gain"}
     assert "accuracy by gain over the neutral text" in out
+
+
+def test_mcnemar_counts_the_disagreements_and_gives_the_exact_two_sided_p():
+    a = [True] * 10 + [False] * 2 + [True] * 5
+    b = [False] * 10 + [True] * 2 + [True] * 5                # agreements (the last 5) do not count
+    only_a, only_b, p = ev.mcnemar(a, b)
+    assert (only_a, only_b) == (10, 2)
+    assert abs(p - 2 * sum(math.comb(12, k) for k in range(3)) / 2 ** 12) < 1e-15   # 0.0386
+    assert ev.mcnemar(a, a) == (0, 0, 1.0) and ev.mcnemar(b, a)[2] == p
+    with pytest.raises(ValueError, match="expected the same items"):
+        ev.mcnemar(a, b[:-1])
