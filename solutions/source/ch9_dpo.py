@@ -1,0 +1,159 @@
+"""Exercise 9.2: the DPO loss and its gradient with respect to the four log-probabilities."""
+from build_notebooks import check, code, collapsed, graded, md, setup
+
+
+STUB = '''
+import numpy as np
+
+
+def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta):
+    """DPO's loss over a batch of B preference pairs, and its gradient.
+
+    The four arguments are (B,) arrays of log-probabilities of whole responses: the policy's and
+    the frozen reference's, for the chosen and the rejected response of each pair; beta > 0.
+    Returns (loss, (d_policy_chosen, d_policy_rejected, d_ref_chosen, d_ref_rejected)): the loss
+    a float, each gradient a (B,) array in the inputs' dtype."""
+    raise NotImplementedError("exercise 9.2: write dpo_loss")
+'''
+
+ANSWER = '''
+import numpy as np
+
+
+def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta):
+    """DPO's loss over a batch of B preference pairs, and its gradient.
+
+    The four arguments are (B,) arrays of log-probabilities of whole responses: the policy's and
+    the frozen reference's, for the chosen and the rejected response of each pair; beta > 0.
+    Returns (loss, (d_policy_chosen, d_policy_rejected, d_ref_chosen, d_ref_rejected)): the loss
+    a float, each gradient a (B,) array in the inputs' dtype."""
+    logps = [np.asarray(a) for a in (policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp)]
+    if len({a.shape for a in logps}) != 1 or logps[0].ndim != 1 or len(logps[0]) == 0:
+        raise ValueError(f"expected four (B,) arrays of one shape, B >= 1; got {[a.shape for a in logps]}")
+    if not beta > 0:
+        raise ValueError(f"beta must be > 0, got {beta!r}")
+    pc, pr, rc, rr = (a.astype(np.float64) for a in logps)
+    z = beta * ((pc - rc) - (pr - rr))                       # (B,): beta times the margin
+    loss = float(np.mean(np.logaddexp(0.0, -z)))             # -log sigmoid(z) = log(1 + e^-z), no overflow
+    sigmoid_minus_z = 0.5 * (1.0 - np.tanh(0.5 * z))         # sigmoid(-z), finite for any z
+    g = (-beta * sigmoid_minus_z / len(z)).astype(logps[0].dtype)   # (B,): dloss / d policy_chosen
+    return loss, (g, -g, -g, g)
+'''
+
+CELLS = [
+    md(r"""
+    # Exercise 9.2: the DPO loss and its gradient
+
+    This exercise follows [chapter 9](../chapters/09_post_training.ipynb). DPO
+    {cite}`rafailov2023direct` tunes a model on preference pairs, a chosen and a rejected response to
+    the same prompt, with a loss on the log-probabilities of the two responses under the model being
+    tuned (the policy, $\pi$) and under a frozen reference ($\pi_\text{ref}$):
+
+    $$L = \frac{1}{B} \sum_{i=1}^{B} -\log \sigma(z_i), \qquad
+    z_i = \beta \big[(\log \pi(c_i) - \log \pi_\text{ref}(c_i)) - (\log \pi(r_i) - \log \pi_\text{ref}(r_i))\big].$$
+
+    You write the loss and its gradient with respect to the four log-probabilities, which is all a
+    training step needs before the model's own backward pass.
+
+    **What is graded.** The cell tagged `graded:ch9_dpo`. A grader runs that cell alone, in a sandbox,
+    and calls `dpo_loss` with hidden tests; nothing else in this notebook is graded. The checks
+    below it are a first test you can run yourself. Some hidden tests are *edge tests* (bad input
+    that must raise; pairs whose margins are all zero, where a constant answer is also right):
+    they count only once every other test passes.
+    """),
+    setup(),
+    md(r"""
+    ## The contract
+
+    - `dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta)`
+      takes four (B,) arrays and $\beta > 0$, and returns `(loss, grads)`: the loss as a float, and
+      `grads` the four gradients $\partial L / \partial$ (each argument), in the arguments' order,
+      each a (B,) array in the inputs' dtype.
+    - Margins get large: a model sure of itself gives log-probabilities in the hundreds or thousands
+      of nats apart, and the hidden tests go to $|z| = 10^4$. Loss and gradients must stay finite
+      and right there, for a pair ranked right ($z \gg 0$) and for one ranked wrong ($z \ll 0$).
+    - Raise `ValueError` when the four arrays are not one (B,) shape with $B \ge 1$, and when
+      $\beta \le 0$.
+    - Grading is in float64 within $10^{-9}$ relative (and $10^{-15}$ absolute, for gradients that
+      are 0 to the last bit); float32 inputs must give float32 gradients within $10^{-5}$.
+
+    :::{admonition} Hint: stability
+    :class: dropdown
+    $-\log \sigma(z) = \log(1 + e^{-z})$, the softplus of $-z$. Written as it stands it overflows
+    for $z = -1000$; `np.logaddexp(0, -z)` computes $\log(e^0 + e^{-z})$ without overflow. The
+    derivative of $-\log\sigma(z)$ is $-\sigma(-z)$, and $\sigma(t) = \frac12(1 + \tanh(t/2))$
+    never overflows.
+    :::
+
+    Use numpy only; while grading, torch is not installed and lib's DPO loss raises an error. The
+    graded cell must hold everything the function uses, imports included.
+    """),
+    graded(STUB, ANSWER),
+    md(r"""
+    ## Checks you can run
+
+    Small random inputs: the loss against the formula written out, the gradients against central
+    differences, margins of $\pm 5000$, and bad input.
+    """),
+    code('''
+    from lib.checks import expect_close, expect_grad, expect_raises, expect_shape
+
+    rng = np.random.default_rng(92)
+    B, beta = 5, 0.5
+    logps = [rng.standard_normal(B) * 3 for _ in range(4)]    # policy chosen, rejected; reference chosen, rejected
+    '''),
+    check('''
+    loss, grads = dpo_loss(*logps, beta)
+    z = beta * ((logps[0] - logps[2]) - (logps[1] - logps[3]))
+    expect_close("the loss: the mean of -log sigmoid(z)", loss, np.mean(-np.log(1 / (1 + np.exp(-z)))), rtol=1e-12)
+    '''),
+    check('''
+    names = ("d_policy_chosen", "d_policy_rejected", "d_ref_chosen", "d_ref_rejected")
+    for k, name in enumerate(names):
+        expect_shape(name, grads[k], (B,), np.float64)
+
+        def loss_of(value, k=k):
+            return dpo_loss(*(value if j == k else a for j, a in enumerate(logps)), beta)[0]
+
+        def grad_of(value, k=k):
+            return dpo_loss(*(value if j == k else a for j, a in enumerate(logps)), beta)[1][k]
+
+        expect_grad(f"{name} against central differences", loss_of, grad_of, logps[k])
+    '''),
+    check('''
+    pc, pr, zero = np.array([0.0, 0.0, -1.0]), np.array([-5000.0, 5000.0, -1.0]), np.zeros(3)   # z = 5000, -5000, 0
+    loss, grads = dpo_loss(pc, pr, zero, zero, 1.0)
+    expect_close("the loss at margins +5000, -5000, 0", loss, (0.0 + 5000.0 + np.log(2.0)) / 3, rtol=1e-12)
+    expect_close("d_policy_chosen at margins +5000, -5000, 0", grads[0], np.array([0.0, -1.0, -0.5]) / 3,
+                 rtol=1e-12, atol=1e-15)
+    '''),
+    check('''
+    expect_raises("beta = 0", ValueError, dpo_loss, *logps, 0.0)
+    expect_raises("beta = -0.1", ValueError, dpo_loss, *logps, -0.1)
+    expect_raises("a rejected array of 4 for B = 5", ValueError, dpo_loss, logps[0], logps[1][:4], logps[2], logps[3], beta)
+    '''),
+    md("""
+    ## Compare with lib
+
+    lib's numpy twin computes the same loss and gradient (its DPO step then sends the two policy
+    gradients into the model through the responses' log-probabilities); the torch twin writes the
+    loss with `softplus` and lets autograd find the gradient. Open the cell below once your checks
+    pass.
+    """),
+    collapsed('''
+    from lib.display import side_by_side
+    from lib.numpy_twin import posttrain as npt
+    from lib.torch_twin import posttrain as tpt
+
+    side_by_side(npt.dpo_loss, tpt.dpo_loss)
+    '''),
+    md("""
+    ## Going further
+
+    - The gradient with respect to the policy's chosen log-probability is $-\\beta\\sigma(-z)/B$.
+      Which pairs does a DPO step push hardest: those the model already ranks right, or those it
+      ranks wrong? Compare with the gradient of a plain margin loss, $-z$.
+    - Without a reference (its log-probabilities all 0), what does the loss reward? Why can that
+      make a model drift from what it was?
+    """),
+]
