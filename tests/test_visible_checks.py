@@ -3,11 +3,12 @@
 solutions/fixtures/wrong.py, each wrong answer is caught by some check (not only by the hidden
 tests), and the solution passes every check.
 
-The cells run here as the notebook runs them, in order, in one namespace per answer; the graded
-cell is the solution's with the fixture's edits made. Cells after the last check (comparisons
-with lib, timings, plots) do not run.
+The cells run here as the notebook runs them, in order; the graded cell is the solution's with
+the fixture's edits made. The cells before it run once, and each answer starts from a copy of what
+they leave; cells after the last check (comparisons with lib, timings, plots) do not run.
 """
 import contextlib
+import copy
 import importlib.util
 import io
 import os
@@ -42,15 +43,13 @@ def _first_line(exc) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
-def run_checks(cells, graded_code) -> dict[int, str | None]:
-    """{index of each check cell: None if it passed, else its error's first line}."""
-    last = max(i for i, c in enumerate(cells) if c.kind == "check")
-    namespace = {"__name__": "__main__"}
+def _run(cells, namespace, graded_code=None) -> dict[int, str | None]:
+    """Run cells in order in `namespace`: {index of each check cell: None if it passed, else its
+    error's first line}. The graded cell runs `graded_code`."""
     results = {}
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for i, cell in enumerate(cells[:last + 1]):
+        for i, cell in cells:
             if cell.kind == "md" or cell.solution == build_notebooks.SETUP:
                 continue
             code = graded_code if cell.kind == "graded" else cell.solution
@@ -69,6 +68,29 @@ def run_checks(cells, graded_code) -> dict[int, str | None]:
     return results
 
 
+def _copy(namespace):
+    """The namespace with every value that can be copied deep-copied (a model, a generator), so
+    that each answer starts from the same state; modules and the like are shared."""
+    out = {}
+    for key, value in namespace.items():
+        try:
+            out[key] = copy.deepcopy(value)
+        except Exception:                                  # noqa: BLE001 (a module, a lock: shared)
+            out[key] = value
+    return out
+
+
+def checker(cells):
+    """run(graded_code) -> the check cells' results. What comes before the graded cell (the setup,
+    a training run) does not depend on the answer: it runs once, and each answer starts from a
+    copy of the namespace it leaves."""
+    first = min(i for i, c in enumerate(cells) if c.kind == "graded")
+    last = max(i for i, c in enumerate(cells) if c.kind == "check")
+    before = {"__name__": "__main__"}
+    _run(list(enumerate(cells))[:first], before)
+    return lambda graded_code: _run(list(enumerate(cells))[first:last + 1], _copy(before), graded_code)
+
+
 def _label(cells, i) -> str:
     return f"check cell {i} ({cells[i].solution.splitlines()[0][:70]})"
 
@@ -78,12 +100,13 @@ def _label(cells, i) -> str:
 def test_each_visible_check_catches_a_wrong_answer_and_each_wrong_answer_is_caught(name):
     cells = build_notebooks.load_source(SOURCES[name]).CELLS
     answer = "\n".join(c.solution for c in cells if c.kind == "graded")
-    solution = run_checks(cells, answer)
+    run_checks = checker(cells)
+    solution = run_checks(answer)
     assert all(v is None for v in solution.values()), \
         "the solution fails: " + "; ".join(f"{_label(cells, i)}: {v}" for i, v in solution.items() if v)
     fixtures = [w for w in wrong.WRONG if w.exercise == name]
     assert fixtures, f"{name} has no wrong answers"
-    caught = {w.name: run_checks(cells, wrong.apply(answer, w)) for w in fixtures}
+    caught = {w.name: run_checks(wrong.apply(answer, w)) for w in fixtures}
     for w in fixtures:
         print(f"{w.name}: " + "; ".join(f"cell {i}: {v}" for i, v in caught[w.name].items() if v))
     missed = [f"{w.name} ({w.mistake})" for w in fixtures if not any(caught[w.name].values())]

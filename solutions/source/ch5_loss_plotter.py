@@ -1,5 +1,5 @@
 """Exercise 5.2: a loss plotter that smooths the curve and finds its three phases, defined exactly."""
-from build_notebooks import code, graded, md, setup, task, uses
+from build_notebooks import check, code, graded, md, setup, task, uses
 
 
 STUB = '''
@@ -116,7 +116,10 @@ CELLS = [
 
     **What is graded.** The cell tagged `graded:ch5_loss_plotter` (`smooth`, `drop_rate`, `find_phases`). A grader
     runs that cell alone, in a sandbox, on hidden synthetic curves whose boundaries are known. The
-    plotting function is yours to write but not graded. Keep your answers in the graded cell.
+    plotting function is yours to write but not graded. Keep your answers in the graded cell. Edge
+    tests (bad arguments that must raise, curves where a constant answer is right) count only once
+    every other test of the same function passes, so that an answer that does almost nothing cannot
+    collect points.
     """),
     setup(),
     md("""
@@ -197,29 +200,33 @@ CELLS = [
 
     A curve with known boundaries: it falls by 0.02 per step until step 100, by 0.004 until step 600,
     and by 0.0002 after. With `window=1`, $r_t = x_{t-1} - x_t$ is exactly the slope of step $t$, so
-    with `fast=0.5` and `plateau=0.1` the phases change at steps 101 and 601.
+    with `fast=0.5` and `plateau=0.1` the phases change at steps 101 and 601. Then a curve that starts
+    slowly, as a warmup does: the thresholds are fractions of the largest rate, not of the first.
     """),
-    uses('''
-    from lib.checks import CheckFailed, expect_close, expect_equal
-
+    code('''
+    from lib.checks import CheckFailed, expect_close, expect_equal, expect_raises
+    '''),
+    check('''
     expect_close("smooth([1, 2, 3, 4], 2)", smooth([1.0, 2.0, 3.0, 4.0], 2), np.array([1.0, 1.5, 2.5, 3.5]))
     expect_close("smooth([1, 2, 3], 10)", smooth([1.0, 2.0, 3.0], 10), np.array([1.0, 1.5, 2.0]))
-    expect_close("drop_rate([4, 3, 2.5, 2, 1.9], 2)", drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2),
+    '''),
+    check('''    expect_close("drop_rate([4, 3, 2.5, 2, 1.9], 2)", drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2),
                  np.array([np.nan, np.nan, (4.0 - 2.75) / 2, (3.5 - 2.25) / 2, (2.75 - 1.95) / 2]))
-
+    '''),
+    check('''
     slopes = np.concatenate([[0.0], np.full(100, 0.02), np.full(500, 0.004), np.full(399, 0.0002)])  # (1000,)
     kinked = 5.0 - np.cumsum(slopes)
     expect_equal("find_phases(kinked, window=1, fast=0.5, plateau=0.1)",
                  find_phases(kinked, window=1, fast=0.5, plateau=0.1), (101, 601))
+    # a slow start (a warmup) before the fastest drop: the thresholds follow the largest rate
+    slopes = np.concatenate([[0.0], np.full(50, 0.002), np.full(100, 0.02), np.full(400, 0.004),
+                             np.full(400, 0.0002)])                 # (951,)
+    expect_equal("find_phases(slow start, fast drop, slower, plateau; window=1)",
+                 find_phases(5.0 - np.cumsum(slopes), window=1, fast=0.5, plateau=0.1), (151, 551))
     expect_equal("find_phases(a straight line, window=10)",             # all fast: no end, no plateau
                  find_phases(np.linspace(5, 2, 400), window=10), (None, None))
     for bad in (dict(window=0), dict(fast=0.1, plateau=0.5)):
-        try:
-            result = find_phases(kinked, **bad)
-        except ValueError:
-            print(f"ok: find_phases(kinked, **{bad}) raises ValueError")
-        else:
-            raise CheckFailed(f"find_phases(kinked, **{bad}): expected a ValueError, got {result!r}")
+        expect_raises(f"find_phases(kinked, **{bad})", ValueError, find_phases, kinked, **bad)
     '''),
     md("""
     ## The plot
