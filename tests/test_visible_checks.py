@@ -7,6 +7,7 @@ The cells run here as the notebook runs them, in order; the graded cell is the s
 the fixture's edits made. The cells before it run once, and each answer starts from a copy of what
 they leave; cells after the last check (comparisons with lib, timings, plots) do not run.
 """
+import ast
 import contextlib
 import copy
 import importlib.util
@@ -80,14 +81,38 @@ def _copy(namespace):
     return out
 
 
+def _defines(source) -> set[str]:
+    """The names a cell binds at its top level (assignments, definitions, imports)."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        else:
+            names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return names
+
+
+def _reads(source) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+
+
 def checker(cells):
-    """run(graded_code) -> the check cells' results. What comes before the graded cell (the setup,
-    a training run) does not depend on the answer: it runs once, and each answer starts from a
+    """run(graded_code) -> the check cells' results. What comes before the graded cell (the setup)
+    does not depend on the answer: it runs once, without the cells whose names nothing up to the
+    last check reads (a training run for a plot after the checks), and each answer starts from a
     copy of the namespace it leaves."""
     first = min(i for i, c in enumerate(cells) if c.kind == "graded")
     last = max(i for i, c in enumerate(cells) if c.kind == "check")
+    read = set().union(*(_reads(c.solution) for c in cells[first:last + 1] if c.kind not in ("md", "graded")))
+    needed = [(i, c) for i, c in enumerate(cells[:first]) if c.kind != "code" or _defines(c.solution) & read]
+    for i, c in reversed(needed):                          # and what those cells read in turn
+        if c.kind == "code":
+            read |= _reads(c.solution)
+    needed = [(i, c) for i, c in enumerate(cells[:first]) if c.kind != "code" or _defines(c.solution) & read]
     before = {"__name__": "__main__"}
-    _run(list(enumerate(cells))[:first], before)
+    _run(needed, before)
     return lambda graded_code: _run(list(enumerate(cells))[first:last + 1], _copy(before), graded_code)
 
 

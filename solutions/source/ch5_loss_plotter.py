@@ -210,7 +210,8 @@ CELLS = [
     expect_close("smooth([1, 2, 3, 4], 2)", smooth([1.0, 2.0, 3.0, 4.0], 2), np.array([1.0, 1.5, 2.5, 3.5]))
     expect_close("smooth([1, 2, 3], 10)", smooth([1.0, 2.0, 3.0], 10), np.array([1.0, 1.5, 2.0]))
     '''),
-    check('''    expect_close("drop_rate([4, 3, 2.5, 2, 1.9], 2)", drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2),
+    check('''
+    expect_close("drop_rate([4, 3, 2.5, 2, 1.9], 2)", drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2),
                  np.array([np.nan, np.nan, (4.0 - 2.75) / 2, (3.5 - 2.25) / 2, (2.75 - 1.95) / 2]))
     '''),
     check('''
