@@ -79,7 +79,8 @@ def accumulated(returned, grads, twice=False):
 
 
 def _zeros(V, n_ctx, C):
-    return {"wte": np.zeros((V, C)), "wpe": np.zeros((n_ctx, C))}
+    """{name: zeros} shaped like the two tables."""
+    return dict(wte=np.zeros((V, C)), wpe=np.zeros((n_ctx, C)))
 
 
 def tests():
