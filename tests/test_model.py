@@ -89,6 +89,8 @@ def own_methods(cls):
         if name.startswith("_") and name != "__init__":
             continue
         function = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+        if getattr(function, "hooked", False):
+            continue    # torch.optim wraps an inherited step() on the class at its first instance
         if callable(function):
             names = list(inspect.signature(function).parameters)
             methods[name] = names if isinstance(member, staticmethod) else names[1:]   # no self, cls
