@@ -11,8 +11,8 @@ instruction tuning, LoRA and DPO, measured (chapter 9).
   ends with `<|end|>`, where sampling stops. `chat_batch` gives inputs, targets and the loss mask
   (1 on the response's tokens only, or on every real token without the mask).
 - Evaluation with chapter 6b's machinery: choice accuracy by `lib.evaluate.score_questions`, and
-  exact match of greedy decoding, computed in one pass (`exact_match`); McNemar's exact test on
-  paired answers (`mcnemar`).
+  exact match of greedy decoding, computed in one pass (`exact_match`), right or wrong per item
+  so that `lib.evaluate.mcnemar` can pair two models.
 - The loops (`sft`, `dpo`) are the same for both twins; each twin's step, `LoRALinear` and DPO
   loss live in `lib/numpy_twin/posttrain.py` and `lib/torch_twin/posttrain.py`. `dpo_loss`
   computes DPO's loss with the twin of its inputs.
@@ -52,10 +52,10 @@ TASKS = {"speaker": ("Who speaks?", "lines"),
          "first_word": ("First word?", "plays")}
 TEST_LINES = 0.2                                  # the share of each training play's lines held out
 # The experiment's settings (sized to run in a few minutes on a 2-core CPU, once, then cached).
-DATA = dict(train_per_task=800, test_per_task=200, seed=0)
-SFT = dict(steps=600, batch_size=32, lr=1e-3, weight_decay=0.0, grad_clip=1.0, seed=0)
-LORA = dict(rank=8, alpha=16, lr=3e-3)
-DPO = dict(steps=200, batch_size=32, lr=1e-4, beta=0.1, small_beta=0.01, grad_clip=1.0, seed=0)
+DATA = dict(train_per_task=500, test_per_task=100, seed=0)
+SFT = dict(steps=300, batch_size=16, lr=2e-3, weight_decay=0.0, grad_clip=1.0, seed=0)
+LORA = dict(rank=8, alpha=16, lr=5e-3)
+DPO = dict(steps=80, batch_size=8, lr=3e-4, beta=0.1, small_beta=0.01, grad_clip=1.0, seed=0)
 
 
 # ---- the template -----------------------------------------------------------------------------
@@ -220,16 +220,19 @@ def pairs_of(items):
     return [(prompt_ids(it["instruction"], it["input"]), response_ids(it["output"])) for it in items]
 
 
-def preference_pairs(items, seed=0):
-    """[(prompt ids, chosen ids, rejected ids)]: the right output chosen, one of the item's wrong
-    choices (plausible: another speaker of the play, a near count, another casing) rejected."""
+def rejected_choices(items, seed=0):
+    """(N,) the index of one wrong choice of each item, drawn with the seed."""
     rng = np.random.default_rng(seed)
-    out = []
-    for it in items:
-        wrong = [c for k, c in enumerate(it["choices"]) if k != it["label"]]
-        out.append((prompt_ids(it["instruction"], it["input"]), response_ids(it["output"]),
-                    response_ids(wrong[rng.integers(len(wrong))])))
-    return out
+    return np.array([[k for k in range(len(it["choices"])) if k != it["label"]][rng.integers(len(it["choices"]) - 1)]
+                     for it in items])
+
+
+def preference_pairs(items, seed=0):
+    """[(prompt ids, chosen ids, rejected ids)]: the right output chosen, the wrong choice of
+    `rejected_choices` (plausible: another speaker of the play, a near count, another casing)
+    rejected."""
+    return [(prompt_ids(it["instruction"], it["input"]), response_ids(it["output"]), response_ids(it["choices"][k]))
+            for it, k in zip(items, rejected_choices(items, seed))]
 
 
 # ---- evaluation ---------------------------------------------------------------------------------
@@ -246,26 +249,18 @@ def exact_match(model, pairs, batch_size=256):
     return np.concatenate(out)
 
 
-def choice_correct(model, items, batch_size=64):
-    """(N,) bool: whether the highest log-likelihood of the four choices (each followed by
-    <|end|>) after the item's prompt is the right one (chapter 6b's `score_questions`)."""
+def choice_logps(model, items, batch_size=64):
+    """(N, 4) float64: log p(choice<|end|> | prompt) of each item's choices (chapter 6b's
+    `score_questions`). The choice accuracy is argmax == label; the preference accuracy compares
+    the right choice with the rejected one."""
     from .evaluate import score_questions
 
     out = []
     for i in range(0, len(items), batch_size):
         questions = [(prompt_ids(it["instruction"], it["input"]), [response_ids(c) for c in it["choices"]])
                      for it in items[i:i + batch_size]]
-        scores = score_questions(model, questions)
-        out += [int(np.argmax(s.sum)) == it["label"] for s, it in zip(scores, items[i:i + batch_size])]
+        out += [s.sum for s in score_questions(model, questions)]
     return np.array(out)
-
-
-def preference_correct(model, triples, batch_size=128):
-    """(N,) bool: whether the model gives the chosen response a higher log-probability than the
-    rejected one (each with <|end|>)."""
-    logp = sequence_logps(model, [(p, r) for p, c, r in triples] + [(p, c) for p, c, r in triples], batch_size)
-    n = len(triples)
-    return logp[n:] > logp[:n]
 
 
 def sequence_logps(model, pairs, batch_size=128):
@@ -276,23 +271,16 @@ def sequence_logps(model, pairs, batch_size=128):
                            for i in range(0, len(pairs), batch_size)])
 
 
-def mcnemar(before, after):
-    """McNemar's exact test on paired right/wrong answers (two (N,) bool arrays): of the b items
-    only `before` got right and the c only `after` got right, under no difference each of the
-    b + c is either with probability 1/2. Returns {"b", "c", "p"}: p the two-sided binomial
-    probability of a split at least as uneven, min(1, 2 P(X <= min(b, c))), X ~ Bin(b + c, 1/2)."""
-    before, after = np.asarray(before, bool), np.asarray(after, bool)
-    if before.shape != after.shape or before.ndim != 1:
-        raise ValueError(f"before and after must be (N,) arrays of the same items, got {before.shape} and {after.shape}")
-    b, c = int((before & ~after).sum()), int((~before & after).sum())
-    n = b + c
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))   # exact integers
-    return {"b": b, "c": c, "p": min(1.0, 2 * tail / 2 ** n) if n else 1.0}
-
-
-def task_scores(model, items):
-    """{"exact": (N,) bool, "choice": (N,) bool} on the items."""
-    return {"exact": exact_match(model, pairs_of(items)), "choice": choice_correct(model, items)}
+def task_scores(model, items, seed=1):
+    """On the items: {"exact", "choice", "preference"}, each (N,) bool (preference: the right
+    answer more likely than the wrong choice `rejected_choices(items, seed)` picks), and
+    "response_loss", the mean -log p per token of the right responses (<|end|> included)."""
+    logp = choice_logps(model, items)                        # (N, 4)
+    rows, labels = np.arange(len(items)), np.array([it["label"] for it in items])
+    tokens = sum(len(response_ids(it["output"])) for it in items)
+    return {"exact": exact_match(model, pairs_of(items)), "choice": logp.argmax(axis=1) == labels,
+            "preference": logp[rows, labels] > logp[rows, rejected_choices(items, seed)],
+            "response_loss": float(-logp[rows, labels].sum() / tokens)}
 
 
 def kl_to(model, reference, pairs, batch_size=128):
@@ -407,11 +395,19 @@ def experiment_file():
     return cache_dir() / "posttrain" / f"experiment-{digest.hexdigest()[:12]}.json"
 
 
-def _scores(model, data, triples):
-    model.eval()
-    scores = task_scores(model, data["test"])
-    return {"exact": scores["exact"].tolist(), "choice": scores["choice"].tolist(),
-            "preference": preference_correct(model, triples).tolist()}
+def _scores(model, data):
+    scores = task_scores(model.eval(), data["test"])
+    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in scores.items()}
+
+
+def sft_folder():
+    """The folder of the experiment's instruction-tuned model ("sft"), saved when it runs."""
+    return experiment_file().with_name(experiment_file().stem.replace("experiment", "sft"))
+
+
+def sft_model(twin="torch"):
+    """The experiment's instruction-tuned model (run `experiment()` first) in either twin."""
+    return twin_module(twin).GPT.load(sft_folder())
 
 
 def experiment(progress=True, device="cpu"):
@@ -423,20 +419,22 @@ def experiment(progress=True, device="cpu"):
     - "dpo": DPO from "sft" with "sft" as its frozen reference; "dpo_no_ref": without the
       reference (its log-probabilities taken as 0); "dpo_small_beta": with DPO's small_beta.
 
-    Each has "exact", "choice" and "preference" (lists of bools over the test items), and its
-    training's "loss", "trainable" parameters, "optimizer_bytes" and "seconds"; DPO runs have
-    "kl", their drift from the reference (`kl_to`). Runs with the torch twin on `device`; cached
+    Each has "exact", "choice" and "preference" (lists of bools over the test items),
+    "response_loss" (nats per response token), and its training's "loss", "trainable" parameters,
+    "optimizer_bytes" and "seconds"; DPO runs have "kl", their drift from the reference
+    (`kl_to`). The "sft" model is saved (`sft_model`). Runs with the torch twin on `device`; cached
     as JSON (`experiment_file`)."""
     path = experiment_file()
     if path.is_file():
         return json.loads(path.read_text())
     from .pretrained import shakespeare_small
 
+    began = time.perf_counter()
     data = instruction_data(**DATA)
     train_pairs, test_pairs = pairs_of(data["train"]), pairs_of(data["test"])
-    train_triples, test_triples = preference_pairs(data["train"], DATA["seed"]), preference_pairs(data["test"], 1)
+    train_triples = preference_pairs(data["train"], DATA["seed"])
     base = add_chat_tokens(shakespeare_small("torch")).to(device)
-    runs = {"base": _scores(base, data, test_triples)}
+    runs = {"base": _scores(base, data)}
     for name, mask_prompt, lora in (("sft", True, False), ("sft_no_mask", False, False), ("lora", True, True)):
         model = copy.deepcopy(base).train()
         twin = twin_module("torch", "posttrain")
@@ -450,9 +448,10 @@ def experiment(progress=True, device="cpu"):
                           seconds=time.perf_counter() - start)
         if lora:
             twin.merge_lora(model)
-        runs[name].update(_scores(model, data, test_triples))
+        runs[name].update(_scores(model, data))
         if name == "sft":
             reference = model
+            model.save(sft_folder())                        # for sampling; atomic
     ref_logp = reference_logps(reference, train_triples)
     for name, beta, with_ref in (("dpo", DPO["beta"], True), ("dpo_no_ref", DPO["beta"], False),
                                  ("dpo_small_beta", DPO["small_beta"], True)):
@@ -461,8 +460,9 @@ def experiment(progress=True, device="cpu"):
         history = dpo(model, train_triples, ref_logp if with_ref else np.zeros_like(ref_logp), beta=beta,
                       progress=progress, **{k: DPO[k] for k in ("steps", "batch_size", "lr", "grad_clip", "seed")})
         runs[name] = dict(loss=history["loss"], seconds=time.perf_counter() - start, beta=beta, reference=with_ref)
-        runs[name].update(_scores(model, data, test_triples), kl=kl_to(model.eval(), reference, test_pairs))
-    result = {"settings": _settings(), "tasks": [it["task"] for it in data["test"]], "runs": runs}
+        runs[name].update(_scores(model, data), kl=kl_to(model.eval(), reference, test_pairs))
+    result = {"settings": _settings(), "tasks": [it["task"] for it in data["test"]], "runs": runs,
+              "seconds": time.perf_counter() - began}
     write_atomic(path, json.dumps(result))
     return json.loads(path.read_text())                      # as a later call reads it
 

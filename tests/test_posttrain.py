@@ -1,6 +1,6 @@
 """Post-training (chapter 9): the instruction data and its splits, the template and the loss mask,
 LoRA in both twins (numpy's backward against torch autograd and finite differences, merging),
-the DPO loss and step, McNemar's exact test, evaluation, sampling to <|end|>, and the
+the DPO loss and step, evaluation, sampling to <|end|>, and the
 instruction files of the GPU branch.
 
 Tolerances: float64 gradients ||g_numpy - g_torch|| / ||g_torch|| <= 1e-6 (both sides round
@@ -310,18 +310,6 @@ def test_preference_pairs_reject_a_wrong_choice():
 
 
 # ---- evaluation and the paired test -----------------------------------------------------------------
-def test_mcnemar_exact_values():
-    before = np.array([True] * 5 + [False] * 10 + [True] * 3)
-    after = np.array([True] * 5 + [True] * 10 + [False] * 3)
-    result = pt.mcnemar(before, after)                       # b = 3, c = 10
-    expected = 2 * sum(math.comb(13, k) for k in range(4)) / 2 ** 13
-    assert result == {"b": 3, "c": 10, "p": expected} and abs(expected - 0.09228515625) < 1e-15
-    assert pt.mcnemar(before, before)["p"] == 1.0
-    assert pt.mcnemar(np.zeros(2000, bool), np.ones(2000, bool))["p"] == 0.0   # 2 / 2**2000 underflows to 0
-    with pytest.raises(ValueError, match="same items"):
-        pt.mcnemar(before, after[:3])
-
-
 def test_exact_match_is_greedy_decoding_to_end():
     config = tiny()
     for twin in ("numpy", "torch"):
@@ -393,3 +381,26 @@ def test_the_exercises_references_agree_with_lib():
         assert abs(ref_loss - loss) <= 1e-12 * abs(loss)
         for got, want in zip(ref_grads, grads):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)   # the hidden tests' floor: e^-500 or 0
+
+
+def test_the_experiment_runs_and_caches_at_a_tiny_size(tmp_path, monkeypatch):
+    """The experiment's every run, at a tiny size, from a random model of the small shape; its
+    result cached, its instruction-tuned model saved."""
+    import lib.pretrained
+
+    monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
+    monkeypatch.setattr(lib.pretrained, "shakespeare_small", lambda twin="numpy": tt.GPT(GPTConfig.small(), seed=0))
+    monkeypatch.setattr(pt, "DATA", dict(train_per_task=8, test_per_task=4, seed=0))
+    monkeypatch.setattr(pt, "SFT", {**pt.SFT, "steps": 3, "batch_size": 4})
+    monkeypatch.setattr(pt, "DPO", {**pt.DPO, "steps": 2, "batch_size": 2})
+    result = pt.experiment(progress=False)
+    runs = result["runs"]
+    assert set(runs) == {"base", "sft", "sft_no_mask", "lora", "dpo", "dpo_no_ref", "dpo_small_beta"}
+    assert result["tasks"] == [t for t in pt.TASKS for _ in range(4)]
+    for name, run in runs.items():
+        assert all(len(run[k]) == 20 for k in ("exact", "choice", "preference")) and run["response_loss"] > 0, name
+    assert runs["lora"]["trainable"] < runs["sft"]["trainable"] == tt.GPT(GPTConfig.small(vocab_size=259)).num_params()
+    assert runs["lora"]["optimizer_bytes"] == 8 * runs["lora"]["trainable"]
+    assert all(runs[n]["kl"] >= 0 for n in ("dpo", "dpo_no_ref", "dpo_small_beta"))
+    assert pt.experiment_file().is_file() and pt.experiment(progress=False) == result       # read from the cache
+    assert pt.sft_model("numpy").config.vocab_size == 259
