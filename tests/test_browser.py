@@ -39,8 +39,9 @@ embedded in the page and a small inline script shows the state that the controls
 Reading
 -------
 On every chapter and exercise page, at most MAX_OVERFLOW of the visible code blocks may scroll
-sideways (the goal is 3%; see MAX_OVERFLOW), no setup or test plumbing (PLUMBING) is visible, and the chapters hold at least
-MIN_GLOSSARY_LINKS links into the glossary; screenshots of chapters 3 and 4 are saved.
+sideways (the goal is 3%; see MAX_OVERFLOW), no setup or test plumbing (PLUMBING) is visible,
+and the chapters hold at least MIN_GLOSSARY_LINKS links into the glossary; screenshots of
+chapters 3 and 4 are saved.
 
 Diagrams
 --------
