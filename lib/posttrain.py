@@ -156,7 +156,8 @@ def _text_tasks(play):
 
 
 def _fits(task, line, answer):
-    """Whether the prompt and the response (with its markers) fit N_CTX + 1 tokens."""
+    """Whether the prompt and the response (with its markers) fit N_CTX + 1 tokens (for the answer
+    and for every choice: DPO trains on the rejected ones too)."""
     return len(prompt_ids(TASKS[task][0], line)) + len(response_ids(answer)) <= N_CTX + 1
 
 
@@ -167,7 +168,7 @@ def _item(task, slug, line, answer, candidates, rng, pool):
         candidates = [str(m) for m in range(low, low + 4)]
     elif task == "first_word" and len(set(candidates) - {answer}) < 3:
         candidates = candidates + [pool[i] for i in rng.permutation(len(pool))[:8]]   # other lines' first words
-    choices, label = _choices(answer, candidates, rng)
+    choices, label = _choices(answer, [c for c in candidates if _fits(task, line, c)], rng)
     instruction = TASKS[task][0]
     return dict(task=task, play=slug, instruction=instruction, input=line, output=answer, choices=choices,
                 label=label)
@@ -208,8 +209,8 @@ def instruction_data(train_per_task=DATA["train_per_task"], test_per_task=DATA["
             rows = pools[split][task]
             if len(rows) < n:
                 raise ValueError(f"{task} has {len(rows)} {split} items; asked for {n}")
-            rows = [row for row in rows if _fits(task, row[1], row[2])
-                    and (task in ("words", "first_word") or len(set(row[3]) - {row[2]}) >= 3)]  # 3 wrong choices
+            rows = [row for row in rows if _fits(task, row[1], row[2]) and (task in ("words", "first_word") or len(
+                {c for c in row[3] if _fits(task, row[1], c)} - {row[2]}) >= 3)]   # 3 wrong choices that fit
             firsts = [_first_word(line) for _, line, *_ in rows if _first_word(line)]
             data[split] += [_item(task, *rows[i], rng, firsts) for i in np.sort(rng.choice(len(rows), n, False))]
     return data

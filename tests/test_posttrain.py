@@ -291,8 +291,8 @@ def test_instruction_data_splits_and_checkable_answers():
         else:                                                # a line held out of a training play
             assert it["play"] not in held_out and (it["play"], it["input"]) not in train_lines
     for it in data["train"] + data["test"]:
-        pair = pt.pairs_of([it])[0]
-        assert len(pair[0]) + len(pair[1]) <= pt.N_CTX + 1
+        for choice in it["choices"]:                          # DPO trains on the wrong choices too
+            assert len(pt.prompt_ids(it["instruction"], it["input"])) + len(pt.response_ids(choice)) <= pt.N_CTX + 1
         if it["task"] == "capitals":
             assert it["output"] == it["input"].upper()
         if it["task"] == "words":
