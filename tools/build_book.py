@@ -11,8 +11,8 @@ runs `jb build` nitpicky (`-n`: every broken reference warns) and failing on any
 log is also written to _build/build.log.
 
 Before anything else it checks that the results the install step computes ahead of time
-(`missing_results`) are in the cache: chapter 7's experiment takes minutes, longer than the
-build gives one cell, so a cold cache stops the build at once with the command to run first.
+(`missing_results`) are in the cache: chapters 7's and 9's experiments take minutes, longer than
+the build gives one cell, so a cold cache stops the build at once with the command to run first.
 """
 import shutil
 import subprocess
@@ -33,14 +33,21 @@ def missing_results():
     if str(ROOT) not in sys.path:                            # run as a script, tools/ is on the path instead
         sys.path.insert(0, str(ROOT))
     import lib.finetune
+    import lib.posttrain
     from lib.assets import AssetError
 
-    try:
-        if lib.finetune.experiment_file().is_file():
-            return []
-    except AssetError:                                       # not even the plays are fetched yet
-        pass
-    return [("chapter 7's fine-tuning experiment", "python -m lib.finetune")]
+    results = [("chapter 7's fine-tuning experiment", lib.finetune.experiment_file, "python -m lib.finetune"),
+               ("chapter 9's post-training experiment", lib.posttrain.experiment_file,
+                'python -c "import lib.posttrain as p; p.experiment()"')]
+    missing = []
+    for what, where, command in results:
+        try:
+            if where().is_file():
+                continue
+        except AssetError:                                   # not even the plays are fetched yet
+            pass
+        missing.append((what, command))
+    return missing
 
 
 def main():
