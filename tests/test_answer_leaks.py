@@ -66,3 +66,13 @@ def test_later_features_are_found_before_their_chapter(leaks):
         ("chapters/04_model", "chapters/08_modern_block", "apply_rope"),
         ("chapters/04_model", "chapters/08_modern_block", "repeat_kv"),
         ("chapters/06_decoding", "chapters/08_modern_block", "apply_rope")])
+
+
+def test_a_cells_traceback_is_read_or_left_out_on_request(leaks):
+    page = ('<div class="cell_input"><pre>model.forward(x)</pre></div>'
+            '<div class="output traceback highlight-ipythontb"><div class="highlight">'
+            '<pre>--&gt; 463 return self.forward_outputs(idx, kv_cache).logits</pre></div></div>'
+            '<div class="output stream"><pre>done</pre></div>')
+    assert "kv_cache" in leaks.code_text(page)
+    shown = leaks.code_text(page, tracebacks=False)
+    assert "kv_cache" not in shown and "model.forward(x)" in shown and "done" in shown

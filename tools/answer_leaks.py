@@ -18,6 +18,9 @@ on its own page lib's answer may only come after the checks, collapsed (a cell t
 A page shows a later chapter's feature when its code (open or collapsed) holds one of
 EARLY_FEATURES' patterns and the page comes before the chapter that teaches it: no KV cache
 before chapter 6, no dropout before chapter 5, no RoPE or grouped key/value heads before 8.
+The tracebacks that an exercise's stubs raise through lib (the book runs the unfilled
+exercise) are not code the page shows, so that check leaves them out; the answer check reads
+them too.
 """
 from __future__ import annotations
 
@@ -142,35 +145,49 @@ def exercises() -> list:
 # ---- what a page shows ---------------------------------------------------------------------------
 class _PreText(HTMLParser):
     """The text inside <pre> elements, entities decoded, highlighting spans dropped; with
-    `collapsed=False`, not the <pre> blocks inside a <details> element (collapsed until clicked)."""
+    `collapsed=False`, not the <pre> blocks inside a <details> element (collapsed until clicked);
+    with `tracebacks=False`, not the tracebacks that cells print when they raise."""
 
-    def __init__(self, collapsed=True):
+    def __init__(self, collapsed=True, tracebacks=True):
         super().__init__(convert_charrefs=True)
         self.depth, self.details, self.collapsed, self.parts = 0, 0, collapsed, []
+        self.tracebacks, self.divs, self.traceback_at = tracebacks, 0, None
 
     def handle_starttag(self, tag, attrs):
         if tag == "pre":
             self.depth += 1
         elif tag == "details":
             self.details += 1
+        elif tag == "div":
+            self.divs += 1
+            classes = (dict(attrs).get("class") or "").split()
+            if "traceback" in classes and self.traceback_at is None:
+                self.traceback_at = self.divs
 
     def handle_endtag(self, tag):
         if tag == "pre" and self.depth:
             self.depth -= 1
-            if self.collapsed or not self.details:
+            if self.shown():
                 self.parts.append("\n")
         elif tag == "details" and self.details:
             self.details -= 1
+        elif tag == "div" and self.divs:
+            if self.traceback_at == self.divs:
+                self.traceback_at = None
+            self.divs -= 1
+
+    def shown(self):
+        return (self.collapsed or not self.details) and (self.tracebacks or self.traceback_at is None)
 
     def handle_data(self, data):
-        if self.depth and (self.collapsed or not self.details):
+        if self.depth and self.shown():
             self.parts.append(data)
 
 
-def code_text(html: str, collapsed: bool = True) -> str:
+def code_text(html: str, collapsed: bool = True, tracebacks: bool = True) -> str:
     """What a page shows as code: the text of its <pre> blocks (without `collapsed`, only those
-    shown open)."""
-    parser = _PreText(collapsed)
+    shown open; without `tracebacks`, not the tracebacks of cells that raise)."""
+    parser = _PreText(collapsed, tracebacks)
     parser.feed(html)
     parser.close()
     return "".join(parser.parts)
@@ -211,13 +228,13 @@ def find_early_features(pages: dict[str, str]) -> list[tuple[str, str, str]]:
     return found
 
 
-def book_pages(html_dir: Path, collapsed: bool = True) -> dict[str, str]:
+def book_pages(html_dir: Path, collapsed: bool = True, tracebacks: bool = True) -> dict[str, str]:
     """{docname: code text} of the built book's pages, in _toc.yml's order (without `collapsed`,
-    only the code shown open)."""
+    only the code shown open; without `tracebacks`, not the tracebacks of cells that raise)."""
     sys.path.insert(0, str(ROOT / "tools"))
     from book_toc import toc_docnames
-    return {d: code_text((html_dir / f"{d}.html").read_text(encoding="utf-8"), collapsed) for d in toc_docnames()
-            if (html_dir / f"{d}.html").exists()}
+    return {d: code_text((html_dir / f"{d}.html").read_text(encoding="utf-8"), collapsed, tracebacks)
+            for d in toc_docnames() if (html_dir / f"{d}.html").exists()}
 
 
 def book_answers(pages) -> dict[str, set[str]]:
@@ -231,7 +248,7 @@ def main() -> int:
     leaks = find_leaks(pages, book_answers(pages), book_pages(ROOT / "_build" / "html", collapsed=False))
     for exercise_page, page, statement in leaks:
         print(f"{page} shows the answer of {exercise_page}: {statement}")
-    early = find_early_features(pages)
+    early = find_early_features(book_pages(ROOT / "_build" / "html", tracebacks=False))
     for page, chapter, match in early:
         print(f"{page} shows {match!r}, a feature {chapter} teaches")
     return 1 if leaks or early else 0
