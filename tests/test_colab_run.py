@@ -9,9 +9,14 @@ then every cell of chapter 1, chapter 5 and one exercise's solution.
 - the setup cell of each notebook pointed at a local clone of this repository's committed HEAD
   (the first one clones, installs the course and fetches its data; the later ones find the
   clone and install again), then every cell run by a kernel of that environment, in
-  `<tmp>/content` as in Colab, with an empty course cache as a new runtime has, and with
-  GPT2_COURSE_GPU_ON_CPU=1: Colab with a GPU, so the notebooks take their GPU branch (at tiny
-  sizes on this CPU);
+  `<tmp>/content` as in Colab, with GPT2_COURSE_GPU_ON_CPU=1: Colab with a GPU, so the notebooks
+  take their GPU branch (at tiny sizes on this CPU). These runs are the GPU-branch runs of these
+  notebooks: tests/test_gpu_on_cpu.py leaves them out rather than execute them a second time;
+- a course cache that holds only the models the install step trained (TRAINED: the small
+  Shakespeare model and chapter 5's dropout runs), as a Colab runtime holds them once a first
+  notebook has trained them, which a GPU does in seconds; this CPU takes minutes, and
+  tools/install.sh has trained them with the same code. Everything else the setup cell fetches
+  (GPT-2's vocabulary, Shakespeare's plays) it fetches into that cache itself;
 - pip changed none of the versions the environment held before the setup cell.
 
 The versions are Colab's published `pip freeze` of its GPU runtime (the file COLAB_GPU_RUNTIME
@@ -25,6 +30,7 @@ installed: what the notebooks need must come from the setup cell.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +38,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lib.assets import cache_dir
 from test_colab import COLAB_GPU_RUNTIME, ROOT, canonical, setup_cell
 
 # Colab's notebook kernel, and the front-end packages of its ipywidgets 7 (widgetsnbextension 3
@@ -63,6 +70,8 @@ COLAB_PINNED = {**COLAB_GPU_RUNTIME, **COLAB_KERNEL}
 TORCH_STAND_IN = "torch==2.13.0"          # the CPU build on this machine's disk (tools/install.sh)
 # The first executes the setup cell's clone, install and fetch; the exercise has a GPU branch.
 NOTEBOOKS = ["chapters/01_tokenization.ipynb", "solutions/ch5_loss_plotter.ipynb", "chapters/05_training.ipynb"]
+# The course cache's trained models (made by tools/install.sh) that the Colab runtime starts with.
+TRAINED = ["pretrained", "overfitting"]
 # The kernel's command: Colab's kernel has google.colab imported before any cell runs.
 KERNEL_START = "import google.colab; from ipykernel import kernelapp; kernelapp.launch_new_instance()"
 
@@ -114,14 +123,16 @@ def kernel_spec(folder, python):
 @pytest.fixture(scope="module")
 def colab(tmp_path_factory):
     """A Colab-like runtime in a temporary folder: its python and kernel spec, the kernel's
-    environment variables, the setup cell that clones a local copy of the committed HEAD, and
-    the packages installed before any setup cell ran."""
+    environment variables, the setup cell that clones a local copy of the committed HEAD, a
+    course cache holding the trained models, and the packages installed before any setup cell ran."""
     tmp = tmp_path_factory.mktemp("colab")
     _, branch = setup_cell.repository()
     clone_head(tmp / "repository", branch)
     python = colab_environment(tmp / "venv")
     kernel_spec(tmp / "kernels", python)
     (tmp / "content").mkdir()
+    for folder in TRAINED:
+        shutil.copytree(cache_dir() / folder, tmp / "cache" / folder)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(PATH=f"{tmp / 'venv' / 'bin'}{os.pathsep}{env['PATH']}", GPT2_COURSE_CACHE=str(tmp / "cache"),
                GPT2_COURSE_GPU_ON_CPU="1")

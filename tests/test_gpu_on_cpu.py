@@ -1,7 +1,8 @@
 """Every GPU branch, run on the CPU through the one switch, GPT2_COURSE_GPU_ON_CPU=1 (lib/scale.py).
 
 - every chapter, and every solution notebook with a GPU branch, executes with the switch set:
-  each takes its GPU branch at tiny sizes (nbval and the book build run the CPU branch);
+  each takes its GPU branch at tiny sizes (nbval and the book build run the CPU branch); the
+  three that tests/test_colab_run.py runs in its Colab environment under the switch run there;
 - no notebook decides its scale or device by asking torch itself, so the switch reaches all of them;
 - in lib, only lib/scale.py and the torch twin's Trainer (the lines marked "CUDA only") and the
   GPU benchmark call torch.cuda: what only CUDA can run is kept in those few named places;
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from test_colab_run import NOTEBOOKS as COLAB_RUN
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -33,7 +36,9 @@ def has_gpu_branch(path):
     return any("gpu_scale(" in source for source in code(path))
 
 
-SWITCHED = CHAPTERS + [p for p in sorted((ROOT / "solutions").glob("*.ipynb")) if has_gpu_branch(p)]
+# The notebooks that tests/test_colab_run.py runs (under the switch, asserting the same) are run there only.
+SWITCHED = [p for p in CHAPTERS + [p for p in sorted((ROOT / "solutions").glob("*.ipynb")) if has_gpu_branch(p)]
+            if str(p.relative_to(ROOT)) not in COLAB_RUN]
 
 
 def test_no_notebook_asks_torch_for_the_device_itself():
