@@ -1,9 +1,10 @@
-"""Show lib's own source in a notebook, so the book never carries a second copy of the code.
+"""Show lib's own source and long values in a notebook, at the width of the book's page.
 
-`show(obj)` renders one function or class; `side_by_side(numpy_obj, torch_obj)` renders the two
-twins of a component in two columns, stacked where two lines of 88 characters do not fit side by
-side. Both highlight with Pygments into plain HTML, which works
-live in Jupyter and Colab and in the static book.
+`show(obj)` renders one function or class, so the book never carries a second copy of the code;
+`side_by_side(numpy_obj, torch_obj)` renders the two twins of a component in two columns, stacked
+where two lines of 88 characters do not fit side by side. Both highlight with Pygments into plain
+HTML, which works live in Jupyter and Colab and in the static book. `wrapped(value)` breaks a long
+printed value (a configuration, a dict of settings) into lines of 88 characters.
 """
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ import textwrap
 def source(obj) -> str:
     """The source text of a function, class or method, dedented."""
     return textwrap.dedent(inspect.getsource(obj)).rstrip()
+
+
+def wrapped(value, width=88) -> str:
+    """str(value) broken at spaces into lines of at most `width` characters (a word longer than
+    that stays whole), the lines after the first indented by four spaces."""
+    return textwrap.fill(str(value), width, subsequent_indent="    ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def _highlighted(obj) -> str:
