@@ -1,5 +1,5 @@
 """Exercise 4.2: count a GPT's parameters by formula, then compare doubling depth with doubling width."""
-from build_notebooks import code, graded, md, setup, uses
+from build_notebooks import check, code, graded, md, setup, uses
 
 
 STUB = '''
@@ -102,31 +102,90 @@ CELLS = [
     """),
     graded(STUB, ANSWER),
     md("""
-    ## Checks against real models
+    ## Checks you can run
 
-    GPT-2 Small's published count, with the head tied, is 124,439,808. The models that the twins build
-    (seeded random weights) are counted tensor by tensor with `num_params()`, and Hugging Face's own
-    GPT-2 class, built from its default configuration (GPT-2 Small's), counts its parameters with
-    tied weights counted once.
+    One cell per property, the targeted ones first: what one more token, one more block and more
+    heads add, what lies outside the blocks, then the counts of real models. The expected values
+    come from models that the torch twin builds (seeded random weights), counted tensor by tensor
+    with `num_params()`; GPT-2 Small's published count, with the head tied, is 124,439,808, and
+    Hugging Face's GPT-2 class, built from its default configuration (GPT-2 Small's), counts its
+    parameters with tied weights counted once.
     """),
-    uses('''
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from lib.checks import expect_equal
+    code('''
+    from lib.checks import CheckFailed, expect_equal
     from lib.torch_twin import GPT
 
-    expect_equal("count_params(GPTConfig.gpt2())", count_params(GPTConfig.gpt2()), 124_439_808)
-    tiny = GPTConfig.small(n_layer=1, n_embd=32, vocab_size=10)
-    for name, config in (("small", GPTConfig.small()), ("BASE", BASE), ("DEEPER", DEEPER), ("WIDER", WIDER),
-                         ("tiny", tiny)):
-        if config.n_embd <= 256:                         # building the 124M-parameter models takes a while
-            expect_equal(f"count_params({name}) against GPT({name}).num_params()", count_params(config),
-                         GPT(config).num_params())
+
+    def twin_count(config):
+        """The parameters of the model the torch twin builds with this config."""
+        return GPT(config).num_params()
+
+
+    TINY = GPTConfig.small(n_layer=1, n_embd=32, vocab_size=10)    # 4 heads, context 64
+    '''),
+    check('''
+    # the output head: one more token adds one row of wte, and nothing to the tied head
+    more = replace(TINY, vocab_size=TINY.vocab_size + 1)
+    added, want = count_params(more) - count_params(TINY), twin_count(more) - twin_count(TINY)
+    if added == 2 * want:
+        raise CheckFailed(f"one more token adds {added} parameters, expected {want} (one row "
+                          "of wte): the head is counted as a matrix of its own, but it "
+                          "multiplies by wte's (tied weights) and adds nothing")
+    expect_equal("parameters one more token adds", added, want)
+    '''),
+    check('''
+    # the heads split the width: their number changes no count
+    counts = {h: count_params(replace(TINY, n_head=h)) for h in (1, 2, 4, 8)}
+    if len(set(counts.values())) > 1:
+        raise CheckFailed(f"the count changes with n_head: {counts}; the heads split "
+                          "c_attn's 3C outputs between them and add no parameters")
+    print("ok: the count does not depend on n_head")
+    '''),
+    check('''
+    # one block: its count is a polynomial a C^2 + b C in the width C
+    def block_count(config):
+        """What a second block adds to count_params(config) (config has one)."""
+        return count_params(replace(config, n_layer=2)) - count_params(config)
+
+
+    got = {C: block_count(replace(TINY, n_embd=C)) for C in (32, 64)}
+    want = {C: twin_count(replace(TINY, n_embd=C, n_layer=2))
+            - twin_count(replace(TINY, n_embd=C)) for C in (32, 64)}
+    if got != want:
+        a, b = (got[64] - 2 * got[32]) / 2048, (4 * got[32] - got[64]) / 64  # a C^2 + b C
+        wa, wb = (want[64] - 2 * want[32]) // 2048, (4 * want[32] - want[64]) // 64
+        why = (f"the weights are right, the C terms are not: {b:g} C, expected {wb} C "
+               "(a bias or a LayerNorm is missing or extra)" if a == wa else
+               f"the weights give {a:g} C^2, expected {wa} C^2 (a matrix missing, extra, "
+               "or of the wrong shape)")
+        raise CheckFailed(f"one more block adds {got[32]} parameters at C = 32, expected "
+                          f"{want[32]}: {why}")
+    print(f"ok: one block holds {want[32]} parameters at C = 32, {want[64]} at C = 64")
+    '''),
+    check('''
+    # outside the blocks: wte, wpe and the final LayerNorm, ln_f
+    two = replace(TINY, n_layer=2)
+    outside = 2 * count_params(TINY) - count_params(two)       # the count minus one block
+    want = 2 * twin_count(TINY) - twin_count(two)
+    C = TINY.n_embd
+    if outside == want - 2 * C:
+        raise CheckFailed(f"outside the blocks: {outside} parameters, expected {want}: "
+                          "2 C short, the final LayerNorm ln_f (weight and bias)")
+    expect_equal("parameters outside the blocks (wte, wpe, ln_f)", outside, want)
+    '''),
+    check('''
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    expect_equal("count_params(GPTConfig.gpt2())", count_params(GPTConfig.gpt2()),
+                 124_439_808)
+    for name, config in (("small", GPTConfig.small()), ("BASE", BASE), ("DEEPER", DEEPER),
+                         ("WIDER", WIDER), ("TINY", TINY)):
+        if config.n_embd <= 256:               # building the 124M-parameter models takes a while
+            expect_equal(f"count_params({name}) against GPT({name}).num_params()",
+                         count_params(config), twin_count(config))
     hf = GPT2LMHeadModel(GPT2Config())
-    expect_equal("count_params(GPTConfig.gpt2()) against transformers' GPT-2", count_params(GPTConfig.gpt2()),
-                 hf.num_parameters())
-    expect_equal("count_params(GPTConfig.gpt2()) against the torch twin", count_params(GPTConfig.gpt2()),
-                 GPT(GPTConfig.gpt2()).num_params())
+    expect_equal("count_params(GPTConfig.gpt2()) against transformers' GPT-2",
+                 count_params(GPTConfig.gpt2()), hf.num_parameters())
     del hf
     '''),
     md(r"""
