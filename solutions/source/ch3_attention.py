@@ -120,7 +120,7 @@ CELLS = [
     md(r"""
     ## Checks you can run
 
-    One cell per property, the targeted ones first: the mask, then the layer against lib's
+    One cell per property, the targeted ones first: the mask, the scale, then the layer against lib's
     `CausalSelfAttention` (numpy twin) with one head and with several, scores large enough to
     overflow a naive softmax, the dtype, and bad arguments. lib's `Linear` layers store
     `(out, in)`, so lib's layer gets the transposes of the weights.
@@ -163,6 +163,29 @@ CELLS = [
             raise CheckFailed(f"position {int(np.argmax(moved > 1e-12))} changes when position {j} "
                               "does: the causal mask is missing or misplaced, or a reshape mixes positions")
     print("ok: no position sees a later one")
+    '''),
+    check('''
+    # the scale: scores divided by sqrt(D), the head's width, before the softmax
+    x = rng.normal(0, 1, (1, 5, 16))                                 # (B, T, C)
+    weights = random_weights(16, 0.5, np.float64, rng)
+    got = causal_self_attention(x, *weights, 4)                      # D = 16 / 4 = 4
+
+
+    def lib_with_scores_times(factor):
+        """lib's layer with every score multiplied by `factor` (q's columns scaled)."""
+        w, b = weights[0].copy(), weights[1].copy()
+        w[:, :16], b[:16] = factor * w[:, :16], factor * b[:16]     # the queries
+        return lib_attention(x, (w, b, *weights[2:]), 4)
+
+
+    for factor, mistake in ((2.0, "no 1/sqrt(d) scale: the scores are q k^T, not q k^T / "
+                                  "sqrt(D) with D = C / n_head, the head's width"),
+                            (0.5, "the scores are divided by sqrt(C), the layer's width: "
+                                  "the scale is 1/sqrt(D) with D = C / n_head")):
+        if np.allclose(got, lib_with_scores_times(factor), rtol=1e-10, atol=1e-12):
+            raise CheckFailed(mistake)
+    expect_close("the scale, 4 heads, against lib", got, lib_attention(x, weights, 4),
+                 rtol=1e-10, atol=1e-12, axes="btc")
     '''),
     check('''
     for (B, T, C) in [(2, 6, 8), (1, 1, 16)]:
