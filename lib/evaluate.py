@@ -127,7 +127,7 @@ def score_questions(model, questions, neutral=None):
     config = model.config
     if neutral is not None:
         neutral = _check_context("neutral", neutral, config.vocab_size)
-    pairs, sizes = [], []                                    # every (context, choice) row; K of each question
+    pairs, sizes = [], []            # every (context, choice) row; the K of each question
     for context, choices in questions:
         context = _check_context("context", context, config.vocab_size)
         choices = _check_choices(choices, config.vocab_size, config.n_ctx)
@@ -138,8 +138,8 @@ def score_questions(model, questions, neutral=None):
     sums, n_tokens = log_likelihoods(model, pairs)           # (rows,) each
     scores, start = [], 0
     for K in sizes:
-        s, n = sums[start:start + K], n_tokens[start:start + K]                    # (K,) after the context
-        gain = None if neutral is None else s - sums[start + K:start + 2 * K]     # (K,)
+        s, n = sums[start:start + K], n_tokens[start:start + K]                # (K,) after the context
+        gain = None if neutral is None else s - sums[start + K:start + 2 * K]  # (K,)
         scores.append(ChoiceScores(s, s / n, n, gain))
         start += K if neutral is None else 2 * K
     return scores
@@ -199,7 +199,8 @@ def mcnemar(right_a, right_b):
     probability of a split at least that uneven if either model were as likely as the other to
     be the one right (a binomial with 1/2 over only_a + only_b items)."""
     if len(right_a) != len(right_b):
-        raise ValueError(f"{len(right_a)} and {len(right_b)} items: expected the same items for both models")
+        raise ValueError(f"{len(right_a)} and {len(right_b)} items: "
+                         "expected the same items for both models")
     only_a = sum(bool(a) and not b for a, b in zip(right_a, right_b))
     only_b = sum(bool(b) and not a for a, b in zip(right_a, right_b))
     n = only_a + only_b

@@ -125,12 +125,14 @@ def word_order_examples(slugs, n_passages, passage_len=TASK["passage_len"], seed
     plays = _plays()
     unknown = sorted(set(slugs) - set(plays))
     if unknown:
-        raise ValueError(f"unknown plays {unknown}; expected slugs from lib.shakespeare.shakespeare_plays()")
+        raise ValueError(f"unknown plays {unknown}; "
+                         "expected slugs from lib.shakespeare.shakespeare_plays()")
     texts = {}
     for slug in slugs:
         text = plays[slug]["text"].encode("utf-8")
         ids = np.frombuffer(text, np.uint8)
-        texts[slug] = text, np.flatnonzero(ids[:-passage_len] == ord("\n")) + 1  # line starts with room after them
+        # the starts of the lines with room for a passage after them
+        texts[slug] = text, np.flatnonzero(ids[:-passage_len] == ord("\n")) + 1
     rng = np.random.default_rng(seed)
     xs = []
     while len(xs) < 2 * n_passages:
@@ -168,8 +170,8 @@ def pretrained(fold, n_folds=N_FOLDS, twin="torch", **options):
 
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
-def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16, lr=1e-3, warmup_frac=0.1,
-             weight_decay=0.01, grad_clip=1.0, seed=0, progress=True):
+def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16, lr=1e-3,
+             warmup_frac=0.1, weight_decay=0.01, grad_clip=1.0, seed=0, progress=True):
     """Train `model` and `head` (one twin) on x (N, T) and labels (N,) for `steps` batches taken in
     turn from shuffled passes over the examples, loss L3 = L2 + lm_weight * L1, AdamW with linear
     warmup over `warmup_frac` of the steps and cosine decay to 0. A fixed number of steps, not of
@@ -198,14 +200,17 @@ def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16,
         for step in range(steps):
             rows = order[step * batch_size:(step + 1) * batch_size]
             lr_now = lr_at(step, lr, 0.0, max(1, int(warmup_frac * steps)), steps)
-            losses = twin.finetune_step(model, head, optimizer, x[rows], labels[rows], lm_weight, lr_now, grad_clip)
-            for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"), (step + 1, *losses, lr_now)):
+            losses = twin.finetune_step(model, head, optimizer, x[rows], labels[rows], lm_weight,
+                                        lr_now, grad_clip)
+            for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"),
+                                  (step + 1, *losses, lr_now)):
                 history[key].append(value)
             bar.update(1)
-            if progress and (time.perf_counter() - shown >= READ_SECONDS or step == steps - 1):  # a read waits
+            # a read waits for the device
+            if progress and (time.perf_counter() - shown >= READ_SECONDS or step == steps - 1):
                 bar.set_postfix(loss=f"{float(losses[0]):.3f}", refresh=False)
                 shown = time.perf_counter()
-    for key in ("loss", "cls_loss", "lm_loss"):                # the torch twin's losses, read once at the end
+    for key in ("loss", "cls_loss", "lm_loss"):   # the torch twin's losses, read once at the end
         history[key] = [float(value) for value in history[key]]
     return history
 

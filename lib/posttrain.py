@@ -89,12 +89,14 @@ def chat_batch(pairs, mask_prompt=True, n_ctx=None):
     seqs = [np.concatenate([p, r]) for p, r in pairs]
     T = max(len(s) for s in seqs) - 1
     if n_ctx is not None and T > n_ctx:
-        raise ValueError(f"a prompt and its response take {T + 1} tokens; expected at most n_ctx + 1 = {n_ctx + 1}")
+        raise ValueError(f"a prompt and its response take {T + 1} tokens; "
+                         f"expected at most n_ctx + 1 = {n_ctx + 1}")
     x, y, mask = (np.zeros((len(seqs), T), np.int64) for _ in range(3))
     for row, (seq, (prompt, _)) in enumerate(zip(seqs, pairs)):
         n = len(seq) - 1
         x[row, :n], y[row, :n] = seq[:-1], seq[1:]
-        mask[row, len(prompt) - 1 if mask_prompt else 0:n] = 1   # y[len(prompt) - 1] is the first response token
+        # y[len(prompt) - 1] is the first response token
+        mask[row, len(prompt) - 1 if mask_prompt else 0:n] = 1
     return x, y, mask
 
 
@@ -475,8 +477,9 @@ def chat(model, instruction, text, max_new_tokens=40, temperature=0.0, seed=None
     from .twins import to_numpy
 
     prompt = prompt_ids(instruction, text)
-    out = to_numpy(model.generate(as_model_ids(model, prompt[None]), max_new_tokens, temperature=temperature,
-                                  seed=seed, stop_token=END))[0, len(prompt):]   # (n,) new ids
+    out = to_numpy(model.generate(as_model_ids(model, prompt[None]), max_new_tokens,
+                                  temperature=temperature, seed=seed,
+                                  stop_token=END))[0, len(prompt):]   # (n,) new ids
     stop = np.flatnonzero(out == END)
     return render(out[:stop[0]] if len(stop) else out)
 

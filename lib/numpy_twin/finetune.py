@@ -22,7 +22,8 @@ def add_tokens(model, n, seed=0):
     config = dataclasses.replace(model.config, vocab_size=model.config.vocab_size + n)
     state = model.state_dict()
     wte = state["wte.weight"]
-    state["wte.weight"] = np.concatenate([wte, normal_rows(n, config.n_embd, seed).astype(wte.dtype)])  # (V + n, C)
+    state["wte.weight"] = np.concatenate(                          # (V + n, C)
+        [wte, normal_rows(n, config.n_embd, seed).astype(wte.dtype)])
     bigger = GPT(config, dtype=wte.dtype)
     bigger.load_state_dict(state)
     return bigger

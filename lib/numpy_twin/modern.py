@@ -127,7 +127,8 @@ class ModernAttention(CausalSelfAttention):
     def turn(self, q, k, start):                             # q: (B, H, T, D), k: (B, G, T, D)
         if self.rope_base is None:
             return q, k, None
-        rope = rope_cos_sin(start, q.shape[2], q.shape[3], self.rope_base, q.dtype)  # cos, sin: (T, D/2) each
+        # cos, sin: (T, D/2) each
+        rope = rope_cos_sin(start, q.shape[2], q.shape[3], self.rope_base, q.dtype)
         return apply_rope(q, *rope), apply_rope(k, *rope), rope
 
     def turn_backward(self, dq, dk, rope):

@@ -30,7 +30,8 @@ def cross_entropy(logits, targets):
     B, T, V = logits.shape
     targets = np.asarray(targets)
     if targets.shape != (B, T):
-        raise ValueError(f"targets must have shape {(B, T)} to match logits {logits.shape}, got {targets.shape}")
+        raise ValueError(f"targets must have shape {(B, T)} to match logits {logits.shape}, "
+                         f"got {targets.shape}")
     if targets.min() < 0 or targets.max() >= V:
         raise ValueError(f"targets must lie in [0, {V}), got min {targets.min()} max {targets.max()}")
     rows, cols = np.arange(B * T), targets.reshape(-1)       # (B*T,), (B*T,)

@@ -23,7 +23,8 @@ def add_tokens(model, n, seed=0):
     N(0, 0.02), every other weight is kept. The tied head then scores the new tokens too."""
     config = dataclasses.replace(model.config, vocab_size=model.config.vocab_size + n)
     state = model.state_dict_numpy()
-    state["wte.weight"] = np.concatenate([state["wte.weight"], normal_rows(n, config.n_embd, seed)])  # (V + n, C)
+    state["wte.weight"] = np.concatenate(                          # (V + n, C)
+        [state["wte.weight"], normal_rows(n, config.n_embd, seed)])
     bigger = GPT(config)
     bigger.load_state_dict(state)
     return bigger.to(model.wte.weight.device)

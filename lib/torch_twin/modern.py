@@ -77,7 +77,8 @@ class ModernAttention(CausalSelfAttention):
     def turn(self, q, k, start):                              # q: (B, H, T, D), k: (B, G, T, D)
         if self.rope_base is None:
             return q, k
-        cos, sin = rope_cos_sin(start, q.shape[2], q.shape[3], self.rope_base, q.dtype, q.device)  # (T, D/2) each
+        # (T, D/2) each
+        cos, sin = rope_cos_sin(start, q.shape[2], q.shape[3], self.rope_base, q.dtype, q.device)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
 
     def share(self, k, v):                                    # (B, G, S, D) -> (B, H, S, D) each
