@@ -39,13 +39,15 @@ def continuation_logprobs(logits, ids, start):
     ids = np.asarray(ids)
     T = len(ids)
     if np.ndim(logits) != 2 or len(logits) != T:
-        raise ValueError(f"logits of shape {np.shape(logits)}: expected (T, V) with T = {T}, one row per id")
+        raise ValueError(f"logits of shape {np.shape(logits)}: expected (T, V), "
+                         f"one row per id (T = {T})")
     if not 1 <= start < T:
-        raise ValueError(f"start = {start}: expected 1 <= start < T = {T} (token 0 has nothing before it)")
-    rows = logits[start - 1:T - 1].astype(np.float64)         # (n, V): row t - 1 predicts token t
-    rows = rows - rows.max(axis=-1, keepdims=True)            # (n, V), each row's largest 0: no overflow
-    log_norm = np.log(np.exp(rows).sum(axis=-1))              # (n,) log of the softmax's denominator
-    return rows[np.arange(T - start), ids[start:]] - log_norm  # (n,) log p of each next token
+        raise ValueError(f"start = {start}: expected 1 <= start < T = {T} "
+                         f"(token 0 has nothing before it)")
+    rows = logits[start - 1:T - 1].astype(np.float64)  # (n, V): row t - 1 scores t
+    rows = rows - rows.max(axis=-1, keepdims=True)     # (n, V), each max 0: no overflow
+    log_norm = np.log(np.exp(rows).sum(axis=-1))       # (n,) log softmax's denominator
+    return rows[np.arange(T - start), ids[start:]] - log_norm   # (n,)
 
 
 def score_choice(model, context, choice):
@@ -57,12 +59,13 @@ def score_choice(model, context, choice):
     context, choice = np.asarray(context, np.int64), np.asarray(choice, np.int64)
     n_ctx = model.config.n_ctx
     if len(context) == 0 or not 1 <= len(choice) < n_ctx:
-        raise ValueError(f"a context of {len(context)} and a choice of {len(choice)} tokens: expected "
-                         f"at least 1 of context and 1 to {n_ctx - 1} of choice (window n_ctx = {n_ctx})")
-    context = context[-(n_ctx - len(choice)):]               # the last tokens that fit beside the choice
-    ids = np.concatenate([context, choice])                   # (T,), T <= n_ctx
-    logits = model.forward(ids[None])[0]                      # (1, T) -> (T, V)
-    logp = continuation_logprobs(logits, ids, len(context))   # (len(choice),) the choice's tokens only
+        raise ValueError(f"a context of {len(context)} and a choice of {len(choice)} "
+                         f"tokens: expected at least 1 of context and 1 to {n_ctx - 1} "
+                         f"of choice (window n_ctx = {n_ctx})")
+    context = context[-(n_ctx - len(choice)):]    # the last tokens that fit
+    ids = np.concatenate([context, choice])       # (T,), T <= n_ctx
+    logits = model.forward(ids[None])[0]          # (1, T) -> (T, V)
+    logp = continuation_logprobs(logits, ids, len(context))   # (len(choice),)
     total = float(logp.sum())
     return total, total / len(choice)
 
@@ -84,8 +87,9 @@ CELLS = [
     This exercise follows [chapter 6b](../chapters/06b_evaluation.ipynb). A multiple-choice item is
     a context and a few candidate continuations; the model's answer is the candidate it finds
     likeliest after the context. You write the scorer: the log-probability of a continuation's
-    tokens, from one forward pass, summed and per token, and the pick by each. HellaSwag's tables
-    quote both: the accuracy of the sum and the length-normalised one.
+    tokens, from one forward pass, summed and per token, and the pick by each. Tables of
+    HellaSwag results usually quote both accuracies: the sum's, and a length-normalised one,
+    of which the mean per token is one form.
 
     **What is graded.** The cell tagged `graded:ch6b_scoring` (JupyterLab shows a cell's tags in
     its property inspector; Colab keeps them without showing them). A grader runs that cell alone,
