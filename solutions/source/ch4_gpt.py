@@ -93,7 +93,7 @@ def attention_backward(dy, x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_
     q, k, v = (split_heads(a, n_head) for a in np.split(qkv, 3, axis=-1))
     future = np.triu(np.ones((T, T), bool), k=1)                        # (T, T)
     scores = scale * (q @ k.swapaxes(-1, -2))                           # (B, H, T, T)
-    scores = np.where(future, -np.inf, scores)
+    scores[..., future] = -np.inf                                       # weight 0
     p = np.exp(scores - scores.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)                                  # (B, H, T, T)
     y = merge_heads(p @ v)                                              # (B, T, C)
