@@ -176,6 +176,100 @@ def drive_parts_backward(fn, args, kwargs):
     return [returned, once, dict(grads)]
 
 
+class _RecordingSGD:
+    """Exercise 5.3's optimizer in the grader's tests: plain SGD at `lr` (p -= lr * g) that keeps
+    a copy of the gradients each `step(grads)` is given, so that a test sees what was clipped."""
+
+    def __init__(self, model, lr):
+        self.params, self.lr, self.seen = dict(model.named_parameters()), lr, []
+
+    def step(self, grads):
+        self.seen.append({name: np.array(g, copy=True) for name, g in grads.items()})
+        for name, p in self.params.items():
+            p -= self.lr * grads[name]
+
+
+def drive_train_step(fn, args, kwargs):
+    """Exercise 5.3's `train_step(model, micro_batches, optimizer, max_norm)`, one call per
+    step on one model (training mode) with a recording SGD optimizer, so that a step that keeps
+    the previous step's gradients shows. Returns per step [what it returned, the gradients of
+    each optimizer.step() call it made]."""
+    model, steps, max_norm, lr = args
+    model.train()
+    optimizer = _RecordingSGD(model, lr)
+    out = []
+    for micro_batches in steps:
+        optimizer.seen = []
+        returned = fn(model, [tuple(pair) for pair in micro_batches], optimizer, max_norm, **kwargs)
+        out.append([_copy(returned), optimizer.seen])
+    return out
+
+
+def drive_estimate_loss(fn, args, kwargs):
+    """Exercise 5.3's `estimate_loss(model, batches)`, called between a backward pass and the
+    step that would follow it: the model in training mode holds the gradients of `dlogits` for
+    the ids `x`. Returns [what it returned, the gradients before and after the call, the
+    parameters after, whether the model is in training mode after]."""
+    model, batches, x, dlogits = args
+    model.train()
+    model.zero_grad()
+    model.forward(x)
+    model.backward(dlogits)
+    before = {name: np.array(g, copy=True) for name, g in model.named_grads()}
+    returned = _copy(fn(model, [tuple(pair) for pair in batches], **kwargs))
+    grads = {name: np.array(g, copy=True) for name, g in model.named_grads()}
+    return [returned, before, grads, dict(model.named_parameters()), bool(model.training)]
+
+
+def _made_from(arrays, base, modulus):
+    """A number that identifies the ids it was made from (the stand-ins' returned losses)."""
+    return base + float(sum(int(np.asarray(a, np.int64).sum()) for a in arrays) % modulus) / modulus
+
+
+def drive_train_loop(fn, args, kwargs):
+    """Exercise 5.3's `train_loop(model, optimizer, train_ids, val_ids, config)` with a
+    `lib.config.TrainConfig(**fields)`. With `stand_ins`, the graded cells' `train_step` and
+    `estimate_loss` are replaced while the loop runs by stand-ins that record how the loop calls
+    them (the optimizer's lr, max_norm, the batches) and return numbers made from the batches,
+    so that the loop's wiring is graded apart from them; the optimizer is the recording SGD.
+    Without, the loop trains with lib's AdamW built as lib.train.train builds it. Returns
+    [the history, per step call [lr, max_norm, xs, ys, loss, norm], per evaluation call
+    [xs, ys, loss]]."""
+    from lib.config import TrainConfig
+    from lib.numpy_twin.train import AdamW
+
+    model, train_ids, val_ids, fields, stand_ins = args
+    config = TrainConfig(**{**fields, "betas": tuple(fields["betas"])})
+    steps, evaluations = [], []
+
+    def train_step(model, micro_batches, optimizer, max_norm):
+        xs, ys = [np.array(x) for x, _ in micro_batches], [np.array(y) for _, y in micro_batches]
+        loss, norm = _made_from(xs, 2.0, 1009), _made_from(ys, 0.5, 997)
+        steps.append([float(optimizer.lr), max_norm, xs, ys, loss, norm])
+        return loss, norm
+
+    def estimate_loss(model, batches):
+        xs, ys = [np.array(x) for x, _ in batches], [np.array(y) for _, y in batches]
+        evaluations.append([xs, ys, _made_from(xs, 1.0, 983)])
+        return evaluations[-1][2]
+
+    model.train()
+    if stand_ins:
+        optimizer = _RecordingSGD(model, 0.0)
+    else:
+        optimizer = AdamW(model.named_parameters(), config.lr, config.betas, weight_decay=config.weight_decay)
+    graded = getattr(fn, "__globals__", {})
+    saved = {name: graded.get(name) for name in ("train_step", "estimate_loss")}
+    if stand_ins:
+        graded.update(train_step=train_step, estimate_loss=estimate_loss)
+    try:
+        history = fn(model, optimizer, train_ids, val_ids, config, **kwargs)
+    finally:
+        graded.update(saved)
+    return [_copy(history), steps, evaluations]
+
+
 DRIVERS = {"call": drive_call, "kvcache": drive_kvcache, "block_backward": drive_block_backward,
-           "accumulate": drive_accumulate,
+           "accumulate": drive_accumulate, "train_step": drive_train_step,
+           "estimate_loss": drive_estimate_loss, "train_loop": drive_train_loop,
            "adamw": drive_adamw, "parts": drive_parts, "parts_backward": drive_parts_backward}
