@@ -1,5 +1,5 @@
 """Exercise 4.4: the block and the whole GPT, forward and backward, from the student's own pieces."""
-from build_notebooks import check, code, collapsed, graded, md, setup, task, uses
+from build_notebooks import check, code, graded, md, setup, task, uses
 
 
 STUB = '''
@@ -487,18 +487,6 @@ CELLS = [
     expect_accumulates("gpt_backward called twice",
                        lambda: gpt_backward(S, cache, params, config, grads, parts),
                        lambda: grads)
-    '''),
-    md("""
-    ## Compare with lib
-
-    lib's attention backward, block and model are in the collapsed cell: open it once your
-    checks pass.
-    """),
-    collapsed('''
-    from lib.display import show
-
-    show(nt.CausalSelfAttention.backward, nt.Block.forward, nt.Block.backward,
-         nt.GPT.backward)
     '''),
     md("""
     ## Going further
