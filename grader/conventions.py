@@ -6,7 +6,9 @@ function or class and the test's decoded inputs. What the driver returns is enco
 back as the test's answer. Adding an exercise whose answer is used in a particular way (a
 class driven step by step, a function that updates its arguments in place) means adding a
 driver here, never editing the sandbox or the runner. This module runs inside the sandbox,
-next to hostile code: it imports numpy only, and judges nothing.
+next to hostile code: it imports numpy, and lib's copy in the sandbox where a driver builds
+lib's objects (exercise 5.3's TrainConfig and AdamW, as the runner's input markers build
+models), and it judges nothing.
 """
 from types import SimpleNamespace
 
