@@ -146,7 +146,9 @@ CELLS = [
     sandbox, and calls your functions on hidden inputs with a small model; nothing else in this
     notebook is graded. `train_loop` is graded apart from the other three: while it runs, the
     grader replaces your `train_step` and `estimate_loss` with stand-ins that record how your loop
-    calls them, so a mistake in a step costs the step's points only. Some hidden tests are *edge
+    calls them (so call them by these names), and a mistake in a step costs the step's points
+    only; one last test trains for real and compares the whole history with lib's `train`. The
+    batches your loop draws come from your `get_batch`. Some hidden tests are *edge
     tests*: cases a function that does almost nothing also gets right (an evaluation that leaves
     the gradients alone, say). An edge test counts only once every other test of the same function
     passes, so that an empty answer cannot collect points.
