@@ -6,6 +6,8 @@ tests), and the solution passes every check.
 The cells run here as the notebook runs them, in order; the graded cell is the solution's with
 the fixture's edits made. The cells before it run once, and each answer starts from a copy of what
 they leave; cells after the last check (comparisons with lib, timings, plots) do not run.
+
+It also checks that every line of code an exercise page shows fits the page (LINE_LIMIT).
 """
 import ast
 import contextlib
@@ -17,6 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import nbformat
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")                 # plots draw nowhere
@@ -24,6 +27,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")                 # plots draw nowhere
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "solutions"))
 import build_notebooks  # noqa: E402  (solutions/ is a folder of scripts, not a package)
+
+# The book is read at 1280 px, where a code cell holds about 88 characters of its monospace font
+# before it scrolls sideways (black's default width, too): every line of a code cell that an
+# exercise page shows, in the student's notebook and in the solved one, stays within it.
+LINE_LIMIT = 88
 
 
 
@@ -138,3 +146,22 @@ def test_each_visible_check_catches_a_wrong_answer_and_each_wrong_answer_is_caug
     assert not missed, "wrong answers no visible check catches: " + ", ".join(missed)
     idle = [_label(cells, i) for i in solution if not any(caught[w][i] for w in caught)]
     assert not idle, "visible checks that catch no wrong answer: " + ", ".join(idle)
+
+
+def _shown_code(path):
+    """(cell index, line) of every code line the notebook's page shows (the setup cell, tagged
+    remove-cell, is kept out of the book)."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "remove-cell" not in cell.metadata.get("tags", []):
+            yield from ((i, line) for line in cell.source.splitlines())
+
+
+@pytest.mark.parametrize("notebook", [f"{folder}/{name}.ipynb" for name in SOURCES
+                                      for folder in ("exercises", "solutions")])
+def test_every_code_line_an_exercise_page_shows_fits_the_page(notebook):
+    long = [f"cell {i}, {len(line)} characters: {line.strip()[:60]}"
+            for i, line in _shown_code(ROOT / notebook) if len(line) > LINE_LIMIT]
+    assert not long, (f"{notebook}: {len(long)} code lines over {LINE_LIMIT} characters (rewrap "
+                      "them in solutions/source/, then run solutions/build_notebooks.py): "
+                      + "; ".join(long[:5]))

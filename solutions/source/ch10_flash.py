@@ -9,15 +9,15 @@ import numpy as np
 
 
 def online_softmax_update(m, l, acc, s, v_tile):
-    """Fold one tile of scores s (..., n, b) and values v_tile (..., b, D) into the running max
-    m (..., n), running sum l (..., n) and running weighted sum acc (..., n, D); return the new
-    (m, l, acc)."""
+    """Fold one tile of scores s (..., n, b) and values v_tile (..., b, D) into the
+    running max m (..., n), running sum l (..., n) and running weighted sum acc (...,
+    n, D); return the new (m, l, acc)."""
     raise NotImplementedError("exercise 10.1: write online_softmax_update")
 
 
 def flash_attention(q, k, v, block_size=64):
-    """Causal attention of q, k, v (..., T, D) -> (..., T, D), the keys and values taken in tiles
-    of block_size, never the whole (T, T) matrix."""
+    """Causal attention of q, k, v (..., T, D) -> (..., T, D), the keys and values
+    taken in tiles of block_size, never the whole (T, T) matrix."""
     raise NotImplementedError("exercise 10.1: write flash_attention")
 '''
 
@@ -28,11 +28,12 @@ import numpy as np
 
 
 def online_softmax_update(m, l, acc, s, v_tile):
-    """Fold one tile of scores s (..., n, b) and values v_tile (..., b, D) into the running max
-    m (..., n), running sum l (..., n) and running weighted sum acc (..., n, D); return the new
-    (m, l, acc)."""
+    """Fold one tile of scores s (..., n, b) and values v_tile (..., b, D) into the
+    running max m (..., n), running sum l (..., n) and running weighted sum acc (...,
+    n, D); return the new (m, l, acc)."""
     m_new = np.maximum(m, s.max(axis=-1))                    # (..., n)
-    rescale = np.exp(m - m_new)                              # (..., n): the old sums were relative to m
+    # (..., n): the old sums were relative to m
+    rescale = np.exp(m - m_new)
     p = np.exp(s - m_new[..., None])                         # (..., n, b)
     l_new = rescale * l + p.sum(axis=-1)                     # (..., n)
     acc_new = rescale[..., None] * acc + p @ v_tile          # (..., n, D)
@@ -40,8 +41,8 @@ def online_softmax_update(m, l, acc, s, v_tile):
 
 
 def flash_attention(q, k, v, block_size=64):
-    """Causal attention of q, k, v (..., T, D) -> (..., T, D), the keys and values taken in tiles
-    of block_size, never the whole (T, T) matrix."""
+    """Causal attention of q, k, v (..., T, D) -> (..., T, D), the keys and values
+    taken in tiles of block_size, never the whole (T, T) matrix."""
     T, D = q.shape[-2:]
     m = np.full(q.shape[:-1], -np.inf, q.dtype)              # (..., T)
     l = np.zeros(q.shape[:-1], q.dtype)                      # (..., T)
@@ -50,11 +51,14 @@ def flash_attention(q, k, v, block_size=64):
         stop = min(start + block_size, T)
         b = stop - start
         # keys start..stop are seen by queries start.. only
-        s = (q[..., start:, :] @ np.swapaxes(k[..., start:stop, :], -1, -2)) / math.sqrt(D)  # (..., T - start, b)
-        future = np.triu(np.ones((b, b), bool), k=1)         # in the diagonal block, key j > query i
+        kt = np.swapaxes(k[..., start:stop, :], -1, -2)      # (..., D, b)
+        s = q[..., start:, :] @ kt / math.sqrt(D)            # (..., T - start, b)
+        # in the diagonal block, key j > query i
+        future = np.triu(np.ones((b, b), bool), k=1)
         s[..., :b, :] = np.where(future, -np.inf, s[..., :b, :])
-        m[..., start:], l[..., start:], acc[..., start:, :] = online_softmax_update(
-            m[..., start:], l[..., start:], acc[..., start:, :], s, v[..., start:stop, :])
+        state = online_softmax_update(m[..., start:], l[..., start:],
+                                      acc[..., start:, :], s, v[..., start:stop, :])
+        m[..., start:], l[..., start:], acc[..., start:, :] = state
     return acc / l[..., None]
 '''
 
@@ -122,7 +126,8 @@ CELLS = [
     def plain_attention(q, k, v):
         """The whole (T, T) matrix at once (chapter 3), to compare with."""
         T, D = q.shape[-2:]
-        s = q @ np.swapaxes(k, -1, -2) / math.sqrt(D) + np.triu(np.full((T, T), -np.inf), k=1)
+        s = q @ np.swapaxes(k, -1, -2) / math.sqrt(D) + np.triu(np.full((T, T), -np.inf),
+                                                                k=1)
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         return (p / p.sum(axis=-1, keepdims=True)) @ v
 
@@ -135,37 +140,39 @@ CELLS = [
     m, l, acc = online_softmax_update(*start_state(5, 3), s, v_tile)
     expect_shape("the running max", m, (5,), np.float64)
     expect_close("one tile: the running max is the row max", m, s.max(axis=-1), rtol=0)
-    expect_close("one tile: l is the sum of exp(s - max)", l, np.exp(s - s.max(-1, keepdims=True)).sum(-1), rtol=1e-12)
+    expect_close("one tile: l is the sum of exp(s - max)", l,
+                 np.exp(s - s.max(-1, keepdims=True)).sum(-1), rtol=1e-12)
+    weights = np.exp(s - s.max(-1, keepdims=True))                  # softmax's numerators
     expect_close("one tile: acc / l is the softmax-weighted sum", acc / l[:, None],
-                 np.exp(s - s.max(-1, keepdims=True)) / np.exp(s - s.max(-1, keepdims=True)).sum(-1, keepdims=True)
-                 @ v_tile, rtol=1e-12)
+                 weights / weights.sum(-1, keepdims=True) @ v_tile, rtol=1e-12)
     '''),
     check('''
     s = rng.standard_normal((4, 10))
-    s[:, 6:] += 5.0                                              # the second tile's scores are larger
-    s[0, 2] = -np.inf                                            # a masked key weighs 0
+    s[:, 6:] += 5.0                                    # the second tile's scores are larger
+    s[0, 2] = -np.inf                                  # a masked key weighs 0
     v_all = rng.standard_normal((10, 2))
     state = start_state(4, 2)
     for a, b in ((0, 3), (3, 6), (6, 10)):
         state = online_softmax_update(*state, s[:, a:b], v_all[a:b])
     m, l, acc = state
     p = np.exp(s - s.max(-1, keepdims=True))
-    expect_close("three tiles, the max rising in the last: the same as one softmax", acc / l[:, None],
-                 (p / p.sum(-1, keepdims=True)) @ v_all, rtol=1e-12)
+    expect_close("three tiles, the max rising in the last: the same as one softmax",
+                 acc / l[:, None], (p / p.sum(-1, keepdims=True)) @ v_all, rtol=1e-12)
     expect_close("l relative to the final max", l, p.sum(-1), rtol=1e-12)
     '''),
     check('''
     q, k, v = (rng.standard_normal((2, 3, 70, 8)) for _ in range(3))
     y = flash_attention(q, k, v, block_size=16)
     expect_shape("flash_attention", y, (2, 3, 70, 8), np.float64)
-    expect_close("against the plain attention, 70 positions in tiles of 16", y, plain_attention(q, k, v),
-                 rtol=1e-10, atol=1e-12)
+    expect_close("against the plain attention, 70 positions in tiles of 16", y,
+                 plain_attention(q, k, v), rtol=1e-10, atol=1e-12)
     '''),
     check('''
     q, k, v = (rng.standard_normal((9, 4)) for _ in range(3))
     for block in (1, 2, 4, 9, 64):
         expect_close(f"9 positions in tiles of {block}: the mask at every tile's edge",
-                     flash_attention(q, k, v, block_size=block), plain_attention(q, k, v), rtol=1e-10, atol=1e-12)
+                     flash_attention(q, k, v, block_size=block), plain_attention(q, k, v),
+                     rtol=1e-10, atol=1e-12)
     '''),
     check('''
     q, k, v = (30 * rng.standard_normal((2, 200, 64)).astype(np.float32) for _ in range(3))
@@ -183,9 +190,11 @@ CELLS = [
     flash_attention(q, k, v)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    print(f"peak memory at T = 4096: {peak / 2**20:.1f} MiB (the (T, T) matrix alone: 64 MiB)")
+    print(f"peak memory at T = 4096: {peak / 2**20:.1f} MiB (the (T, T) matrix alone: 64 "
+          "MiB)")
     if peak > 16 * 2**20:
-        raise AssertionError(f"flash_attention held {peak / 2**20:.0f} MiB at T = 4096: it builds a (T, T) array")
+        raise AssertionError(f"flash_attention held {peak / 2**20:.0f} MiB at T = 4096: "
+                             "it builds a (T, T) array")
     '''),
     md("""
     ## Compare with lib

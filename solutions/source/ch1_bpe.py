@@ -11,10 +11,10 @@ from lib.tokenizer import GPT2_SPLIT_PATTERN
 def train_bpe(text, num_merges):
     """Learn up to num_merges byte-pair merges from text.
 
-    text: str; num_merges: int >= 0 (otherwise ValueError).
-    Returns (merges, ids): merges, a list of (a, b) pairs of ints, merge i making id 256 + i;
-    ids, the list of token ids of text after all the merges. Fewer merges than asked when no
-    chunk has two tokens left.
+    text: str; num_merges: int >= 0 (otherwise ValueError). Returns (merges, ids):
+    merges, a list of (a, b) pairs of ints, merge i making id 256 + i; ids, the list of
+    token ids of text after all the merges. Fewer merges than asked when no chunk has
+    two tokens left.
     """
     raise NotImplementedError("exercise 1.1: write train_bpe")
 '''
@@ -26,7 +26,8 @@ from lib.tokenizer import GPT2_SPLIT_PATTERN
 
 
 def count_pairs(chunks):
-    """{(a, b): count} of adjacent tokens over all chunks; overlaps count ("aaa" holds (a, a) twice)."""
+    """{(a, b): count} of adjacent tokens over all chunks; overlaps count ("aaa"
+    holds (a, a) twice)."""
     counts = {}
     for chunk in chunks:
         for pair in zip(chunk, chunk[1:]):
@@ -50,12 +51,13 @@ def replace_pair(chunk, pair, new_id):
 def train_bpe(text, num_merges):
     """Learn up to num_merges byte-pair merges from text.
 
-    text: str; num_merges: int >= 0 (otherwise ValueError).
-    Returns (merges, ids): merges, a list of (a, b) pairs of ints, merge i making id 256 + i;
-    ids, the list of token ids of text after all the merges. Fewer merges than asked when no
-    chunk has two tokens left.
+    text: str; num_merges: int >= 0 (otherwise ValueError). Returns (merges, ids):
+    merges, a list of (a, b) pairs of ints, merge i making id 256 + i; ids, the list of
+    token ids of text after all the merges. Fewer merges than asked when no chunk has
+    two tokens left.
     """
-    if not isinstance(num_merges, int) or isinstance(num_merges, bool) or num_merges < 0:
+    if (not isinstance(num_merges, int) or isinstance(num_merges, bool)
+            or num_merges < 0):
         raise ValueError(f"num_merges must be an int >= 0; got {num_merges!r}")
     chunks = [list(c.encode("utf-8")) for c in regex.findall(GPT2_SPLIT_PATTERN, text)]
     merges = []
@@ -63,7 +65,8 @@ def train_bpe(text, num_merges):
         counts = count_pairs(chunks)
         if not counts:
             break                                        # every chunk is a single token
-        pair = min(counts, key=lambda p: (-counts[p], p))  # most frequent; ties: the smallest (a, b)
+        # most frequent; ties: the smallest (a, b)
+        pair = min(counts, key=lambda p: (-counts[p], p))
         chunks = [replace_pair(c, pair, new_id) for c in chunks]
         merges.append(pair)
     ids = [i for c in chunks for i in c]
@@ -128,7 +131,8 @@ CELLS = [
     '''),
     check('''
     merges, ids = train_bpe("aaabdaaabac", 3)
-    expect_equal("toy string: merges", [tuple(p) for p in merges], [(97, 97), (97, 98), (256, 257)])
+    expect_equal("toy string: merges", [tuple(p) for p in merges],
+                 [(97, 97), (97, 98), (256, 257)])
     expect_equal("toy string: ids", ids, [258, ord("d"), 258, ord("a"), ord("c")])
 
     # "ab" and "cd" both occur twice: the tie goes to (97, 98); then (99, 100), also twice
@@ -136,9 +140,11 @@ CELLS = [
     expect_equal("a tie: merges", [tuple(p) for p in merges], [(97, 98), (99, 100)])
     expect_equal("a tie: ids", ids, [257, 256, 32, 257, 256])
 
-    # a chunk that occurs four times counts four times: (z, q) occurs 4 times, every other pair at most 3
+    # a chunk that occurs four times counts four times:
+    # (z, q) occurs 4 times, every other pair at most 3
     merges, ids = train_bpe("zq zq zq zq ab abc", 1)
-    expect_equal("a repeated chunk counts each time it occurs: merges", [tuple(p) for p in merges], [(122, 113)])
+    expect_equal("a repeated chunk counts each time it occurs: merges",
+                 [tuple(p) for p in merges], [(122, 113)])
     '''),
     check('''
     # overlaps count, merging goes left to right: "aaaa" -> [256, 256], "aaa" -> [256, 97]
@@ -157,7 +163,8 @@ CELLS = [
     check('''
     # "xyz": two merges make it one token, then there is nothing left to merge
     merges, ids = train_bpe("xyz", 10)
-    expect_equal("stops early: merges", [tuple(p) for p in merges], [(120, 121), (256, 122)])
+    expect_equal("stops early: merges", [tuple(p) for p in merges],
+                 [(120, 121), (256, 122)])
     expect_equal("stops early: ids", ids, [257])
 
     expect_equal("empty text", tuple(train_bpe("", 3)), ([], []))
@@ -183,8 +190,10 @@ CELLS = [
           f"{len(sample.encode())} bytes -> {len(ids)} tokens")
     chunks = regex.findall(GPT2_SPLIT_PATTERN, sample)
     lib_merges = tk.train_fast(chunks, 100)
-    expect_equal("Shakespeare: merges against lib.tokenizer.train_fast", [tuple(p) for p in merges], lib_merges)
-    expect_equal("Shakespeare: ids against lib's encoder", ids, tk.BPETokenizer(lib_merges).encode(sample))
+    expect_equal("Shakespeare: merges against lib.tokenizer.train_fast",
+                 [tuple(p) for p in merges], lib_merges)
+    expect_equal("Shakespeare: ids against lib's encoder", ids,
+                 tk.BPETokenizer(lib_merges).encode(sample))
     tok = tk.BPETokenizer(merges)
     print("the last ten tokens learned:", [tok.decode([i]) for i in range(346, 356)])
     '''),

@@ -6,27 +6,28 @@ import numpy as np
 
 
 def embed_forward(idx, wte, wpe):
-    """idx (B, T) integer token ids; wte (V, C); wpe (n_ctx, C). -> x (B, T, C) in wte's dtype:
-    each token's row of wte plus its position's row of wpe. An id outside [0, V) or T > n_ctx:
-    ValueError."""
+    """idx (B, T) integer token ids; wte (V, C); wpe (n_ctx, C). -> x (B, T, C) in
+    wte's dtype: each token's row of wte plus its position's row of wpe. An id
+    outside [0, V) or T > n_ctx: ValueError."""
     raise NotImplementedError("exercise 2.1: write embed_forward")
 
 
 def embed_backward(dx, idx, grads):
-    """dx (B, T, C): the loss's gradient w.r.t. embed_forward's output. Adds the gradients of wte
-    and wpe into grads["wte"] (V, C) and grads["wpe"] (n_ctx, C). Returns None."""
+    """dx (B, T, C): the loss's gradient w.r.t. embed_forward's output. Adds the
+    gradients of wte and wpe into grads["wte"] (V, C) and grads["wpe"] (n_ctx, C).
+    Returns None."""
     raise NotImplementedError("exercise 2.1: write embed_backward")
 
 
 def head_forward(hidden, wte):
-    """hidden (B, T, C), wte (V, C) -> logits (B, T, V): the tied head, the score of token v is
-    the dot product of the hidden vector with row v of wte."""
+    """hidden (B, T, C), wte (V, C) -> logits (B, T, V): the tied head, the score of
+    token v is the dot product of the hidden vector with row v of wte."""
     raise NotImplementedError("exercise 2.1: write head_forward")
 
 
 def head_backward(dlogits, hidden, wte, grads):
-    """dlogits (B, T, V): the loss's gradient w.r.t. the logits. Adds the head's part of wte's
-    gradient into grads["wte"] (V, C) and returns dhidden (B, T, C)."""
+    """dlogits (B, T, V): the loss's gradient w.r.t. the logits. Adds the head's part
+    of wte's gradient into grads["wte"] (V, C) and returns dhidden (B, T, C)."""
     raise NotImplementedError("exercise 2.1: write head_backward")
 '''
 
@@ -35,39 +36,44 @@ import numpy as np
 
 
 def embed_forward(idx, wte, wpe):
-    """idx (B, T) integer token ids; wte (V, C); wpe (n_ctx, C). -> x (B, T, C) in wte's dtype:
-    each token's row of wte plus its position's row of wpe. An id outside [0, V) or T > n_ctx:
-    ValueError."""
+    """idx (B, T) integer token ids; wte (V, C); wpe (n_ctx, C). -> x (B, T, C) in
+    wte's dtype: each token's row of wte plus its position's row of wpe. An id
+    outside [0, V) or T > n_ctx: ValueError."""
     T = idx.shape[1]
     if T > len(wpe):
         raise ValueError(f"{T} positions, but wpe has rows for n_ctx = {len(wpe)}")
     if idx.size and (idx.min() < 0 or idx.max() >= len(wte)):
-        raise ValueError(f"ids must lie in [0, {len(wte)}); got {idx.min()} to {idx.max()}")
-    return wte[idx] + wpe[:T]                                 # (B, T, C) + (T, C) -> (B, T, C)
+        raise ValueError(f"ids must lie in [0, {len(wte)}); got {idx.min()} to "
+                         f"{idx.max()}")
+    return wte[idx] + wpe[:T]                          # (B, T, C) + (T, C) -> (B, T, C)
 
 
 def embed_backward(dx, idx, grads):
-    """dx (B, T, C): the loss's gradient w.r.t. embed_forward's output. Adds the gradients of wte
-    and wpe into grads["wte"] (V, C) and grads["wpe"] (n_ctx, C). Returns None."""
+    """dx (B, T, C): the loss's gradient w.r.t. embed_forward's output. Adds the
+    gradients of wte and wpe into grads["wte"] (V, C) and grads["wpe"] (n_ctx, C).
+    Returns None."""
     C = dx.shape[-1]
     # a repeated id must collect every one of its rows: np.add.at adds them all, where
     # grads["wte"][idx] += dx would keep one per id
-    np.add.at(grads["wte"], idx.reshape(-1), dx.reshape(-1, C))    # (B*T,) ids, (B*T, C) rows
-    grads["wpe"][:idx.shape[1]] += dx.sum(axis=0)             # (T, C): every sequence used these rows
+    # (B*T,) ids, (B*T, C) rows
+    np.add.at(grads["wte"], idx.reshape(-1), dx.reshape(-1, C))
+    # (T, C): every sequence used these rows
+    grads["wpe"][:idx.shape[1]] += dx.sum(axis=0)
 
 
 def head_forward(hidden, wte):
-    """hidden (B, T, C), wte (V, C) -> logits (B, T, V): the tied head, the score of token v is
-    the dot product of the hidden vector with row v of wte."""
-    return hidden @ wte.T                                     # (B, T, C) @ (C, V) -> (B, T, V)
+    """hidden (B, T, C), wte (V, C) -> logits (B, T, V): the tied head, the score of
+    token v is the dot product of the hidden vector with row v of wte."""
+    return hidden @ wte.T                              # (B, T, C) @ (C, V) -> (B, T, V)
 
 
 def head_backward(dlogits, hidden, wte, grads):
-    """dlogits (B, T, V): the loss's gradient w.r.t. the logits. Adds the head's part of wte's
-    gradient into grads["wte"] (V, C) and returns dhidden (B, T, C)."""
+    """dlogits (B, T, V): the loss's gradient w.r.t. the logits. Adds the head's part
+    of wte's gradient into grads["wte"] (V, C) and returns dhidden (B, T, C)."""
     V, C = wte.shape
-    grads["wte"] += dlogits.reshape(-1, V).T @ hidden.reshape(-1, C)   # (V, B*T) @ (B*T, C) -> (V, C)
-    return dlogits @ wte                                      # (B, T, V) @ (V, C) -> (B, T, C)
+    # (V, B*T) @ (B*T, C) -> (V, C)
+    grads["wte"] += dlogits.reshape(-1, V).T @ hidden.reshape(-1, C)
+    return dlogits @ wte                               # (B, T, V) @ (V, C) -> (B, T, C)
 '''
 
 CELLS = [
@@ -135,14 +141,21 @@ CELLS = [
     code('''
     import numpy as np
 
-    from lib.checks import expect_accumulates, expect_close, expect_grad, expect_raises, expect_shape
+    from lib.checks import (
+        expect_accumulates,
+        expect_close,
+        expect_grad,
+        expect_raises,
+        expect_shape,
+    )
 
     rng = np.random.default_rng(21)
     V, n_ctx, C = 11, 8, 4
-    wte = rng.standard_normal((V, C))                         # (V, C)
-    wpe = rng.standard_normal((n_ctx, C))                     # (n_ctx, C)
-    idx = np.array([[1, 0, 5, 0, 7], [0, 10, 1, 1, 3]])       # (B, T) = (2, 5): ids 0 and 1 repeat
-    R = rng.standard_normal((2, 5, C))                        # (B, T, C): dx of the loss sum(R * x)
+    wte = rng.standard_normal((V, C))                 # (V, C)
+    wpe = rng.standard_normal((n_ctx, C))             # (n_ctx, C)
+    # (B, T) = (2, 5): ids 0 and 1 repeat
+    idx = np.array([[1, 0, 5, 0, 7], [0, 10, 1, 1, 3]])
+    R = rng.standard_normal((2, 5, C))                # (B, T, C): dx of the loss sum(R * x)
 
 
     def zero_grads():
@@ -151,8 +164,8 @@ CELLS = [
     check('''
     x = embed_forward(idx, wte, wpe)
     expect_shape("embed_forward: shape and dtype", x, (2, 5, C), np.float64)
-    expect_close("embed_forward: x[b, t] = wte[idx[b, t]] + wpe[t]", x, wte[idx] + wpe[np.arange(5)],
-                 axes="btc")
+    expect_close("embed_forward: x[b, t] = wte[idx[b, t]] + wpe[t]", x,
+                 wte[idx] + wpe[np.arange(5)], axes="btc")
     '''),
     check('''
     expect_raises("embed_forward: id V = 11 is outside the table", ValueError,
@@ -168,13 +181,15 @@ CELLS = [
 
 
     expect_grad("embed_backward: wte's gradient, ids 0 and 1 repeated",
-                lambda w: (R * embed_forward(idx, w, wpe)).sum(), lambda w: embed_grads(R)["wte"], wte)
+                lambda w: (R * embed_forward(idx, w, wpe)).sum(),
+                lambda w: embed_grads(R)["wte"], wte)
     expect_grad("embed_backward: wpe's gradient, summed over the batch",
-                lambda p: (R * embed_forward(idx, wte, p)).sum(), lambda p: embed_grads(R)["wpe"], wpe)
+                lambda p: (R * embed_forward(idx, wte, p)).sum(),
+                lambda p: embed_grads(R)["wpe"], wpe)
     '''),
     check('''
-    hidden = rng.standard_normal((2, 5, C))                   # (B, T, C)
-    S = rng.standard_normal((2, 5, V))                        # (B, T, V): dlogits of sum(S * logits)
+    hidden = rng.standard_normal((2, 5, C))          # (B, T, C)
+    S = rng.standard_normal((2, 5, V))               # (B, T, V): dlogits of sum(S * logits)
     expect_close("head_forward: logits = hidden . wte[v]", head_forward(hidden, wte),
                  np.einsum("btc,vc->btv", hidden, wte), axes="btv")
 
@@ -187,7 +202,8 @@ CELLS = [
     expect_grad("head_backward: dhidden", lambda h: (S * head_forward(h, wte)).sum(),
                 lambda h: head_backward(S, h, wte, zero_grads()), hidden)
     expect_grad("head_backward: the head's part of wte's gradient reaches every row",
-                lambda w: (S * head_forward(hidden, w)).sum(), lambda w: head_grads(w)[0]["wte"], wte)
+                lambda w: (S * head_forward(hidden, w)).sum(),
+                lambda w: head_grads(w)[0]["wte"], wte)
     '''),
     check('''
     grads = zero_grads()
@@ -216,7 +232,8 @@ CELLS = [
         return grads["wte"]
 
 
-    expect_grad("wte's gradient through the lookup and the head together", tied_loss, tied_grad, wte)
+    expect_grad("wte's gradient through the lookup and the head together", tied_loss,
+                tied_grad, wte)
     '''),
     md("""
     ## Going further

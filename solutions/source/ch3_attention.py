@@ -8,10 +8,12 @@ import math
 import numpy as np
 
 
-def causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head):
-    """GPT-2's attention layer, forward. x: (B, T, C); c_attn_weight (C, 3C), c_attn_bias (3C,),
-    c_proj_weight (C, C), c_proj_bias (C,), all of x's dtype; n_head divides C.
-    Returns (B, T, C) in x's dtype. Bad shapes or n_head: ValueError."""
+def causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias,
+                          n_head):
+    """GPT-2's attention layer, forward. x: (B, T, C); c_attn_weight (C, 3C),
+    c_attn_bias (3C,), c_proj_weight (C, C), c_proj_bias (C,), all of x's dtype;
+    n_head divides C. Returns (B, T, C) in x's dtype. Bad shapes or n_head:
+    ValueError."""
     raise NotImplementedError("exercise 3.1: write causal_self_attention")
 '''
 
@@ -22,21 +24,24 @@ import numpy as np
 
 
 def stable_softmax(scores):
-    """Softmax over the last axis; the row maximum is subtracted first, so no exponent is above 0."""
+    """Softmax over the last axis; the row maximum is subtracted first, so no
+    exponent is above 0."""
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
 
 def to_heads(a, n_head):
-    """(B, T, C) -> (B, H, T, D): head h takes columns h D .. (h + 1) D - 1 of every position."""
+    """(B, T, C) -> (B, H, T, D): head h takes columns h D .. (h + 1) D - 1 of every
+    position."""
     B, T, C = a.shape
-    return a.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)   # (B, T, H, D) -> (B, H, T, D)
+    # (B, T, H, D) -> (B, H, T, D)
+    return a.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
 
 
 def from_heads(y):
     """(B, H, T, D) -> (B, T, C): the heads' outputs side by side again."""
     B, H, T, D = y.shape
-    return y.transpose(0, 2, 1, 3).reshape(B, T, H * D)                 # (B, T, H, D) -> (B, T, C)
+    return y.transpose(0, 2, 1, 3).reshape(B, T, H * D)      # (B, T, H, D) -> (B, T, C)
 
 
 def check_shapes(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head):
@@ -44,23 +49,30 @@ def check_shapes(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_he
         raise ValueError(f"x must be (B, T, C); got shape {x.shape}")
     C = x.shape[-1]
     if not isinstance(n_head, int) or n_head < 1 or C % n_head:
-        raise ValueError(f"n_head must be a positive int dividing C = {C}; got {n_head!r}")
-    for name, a, shape in (("c_attn_weight", c_attn_weight, (C, 3 * C)), ("c_attn_bias", c_attn_bias, (3 * C,)),
-                           ("c_proj_weight", c_proj_weight, (C, C)), ("c_proj_bias", c_proj_bias, (C,))):
+        raise ValueError(f"n_head must be a positive int dividing C = {C}; got "
+                         f"{n_head!r}")
+    for name, a, shape in (("c_attn_weight", c_attn_weight, (C, 3 * C)),
+                           ("c_attn_bias", c_attn_bias, (3 * C,)),
+                           ("c_proj_weight", c_proj_weight, (C, C)),
+                           ("c_proj_bias", c_proj_bias, (C,))):
         if a.shape != shape:
-            raise ValueError(f"{name} must have shape {shape} for C = {C}; got {a.shape}")
+            raise ValueError(f"{name} must have shape {shape} for C = {C}; got "
+                             f"{a.shape}")
 
 
-def causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head):
-    """GPT-2's attention layer, forward. x: (B, T, C); c_attn_weight (C, 3C), c_attn_bias (3C,),
-    c_proj_weight (C, C), c_proj_bias (C,), all of x's dtype; n_head divides C.
-    Returns (B, T, C) in x's dtype. Bad shapes or n_head: ValueError."""
+def causal_self_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias,
+                          n_head):
+    """GPT-2's attention layer, forward. x: (B, T, C); c_attn_weight (C, 3C),
+    c_attn_bias (3C,), c_proj_weight (C, C), c_proj_bias (C,), all of x's dtype;
+    n_head divides C. Returns (B, T, C) in x's dtype. Bad shapes or n_head:
+    ValueError."""
     check_shapes(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_head)
     T, C = x.shape[1:]
     qkv = x @ c_attn_weight + c_attn_bias                              # (B, T, 3C)
-    q, k, v = (to_heads(a, n_head) for a in np.split(qkv, 3, axis=-1))  # (B, H, T, D) each
-    mask = np.triu(np.full((T, T), -np.inf, x.dtype), k=1)             # (T, T): -inf on the future
-    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(C // n_head) + mask   # (B, H, T, T)
+    # (B, H, T, D) each
+    q, k, v = (to_heads(a, n_head) for a in np.split(qkv, 3, axis=-1))
+    mask = np.triu(np.full((T, T), -np.inf, x.dtype), k=1)  # (T, T): -inf on the future
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(C // n_head) + mask  # (B, H, T, T)
     y = stable_softmax(scores) @ v                                     # (B, H, T, D)
     return from_heads(y) @ c_proj_weight + c_proj_bias                 # (B, T, C)
 '''
@@ -134,9 +146,12 @@ CELLS = [
 
 
     def random_weights(C, scale, dtype, rng):
-        """c_attn_weight (C, 3C), c_attn_bias (3C,), c_proj_weight (C, C), c_proj_bias (C,)."""
-        return (rng.normal(0, scale, (C, 3 * C)).astype(dtype), rng.normal(0, 0.1, 3 * C).astype(dtype),
-                rng.normal(0, 0.2, (C, C)).astype(dtype), rng.normal(0, 0.1, C).astype(dtype))
+        """c_attn_weight (C, 3C), c_attn_bias (3C,), c_proj_weight (C, C), c_proj_bias
+        (C,)."""
+        return (rng.normal(0, scale, (C, 3 * C)).astype(dtype),
+                rng.normal(0, 0.1, 3 * C).astype(dtype),
+                rng.normal(0, 0.2, (C, C)).astype(dtype),
+                rng.normal(0, 0.1, C).astype(dtype))
 
 
     def lib_attention(x, weights, n_head):
@@ -158,10 +173,13 @@ CELLS = [
     for j in range(1, 6):
         later = x.copy()
         later[:, j] += 1.0
-        moved = np.abs(causal_self_attention(later, *weights, 2) - y)[0, :j].max(axis=-1)   # (j,)
+        # (j,)
+        moved = np.abs(causal_self_attention(later, *weights, 2) - y)[0, :j].max(axis=-1)
         if (moved > 1e-12).any():
-            raise CheckFailed(f"position {int(np.argmax(moved > 1e-12))} changes when position {j} "
-                              "does: the causal mask is missing or misplaced, or a reshape mixes positions")
+            raise CheckFailed(
+                f"position {int(np.argmax(moved > 1e-12))} changes when position {j} does:"
+                " the causal mask is missing or misplaced, or a reshape mixes positions"
+            )
     print("ok: no position sees a later one")
     '''),
     check('''
@@ -191,37 +209,44 @@ CELLS = [
     for (B, T, C) in [(2, 6, 8), (1, 1, 16)]:
         x = rng.normal(0, 1, (B, T, C))                              # (B, T, C) float64
         weights = random_weights(C, 0.5, np.float64, rng)
-        expect_close(f"one head, B={B} T={T} C={C}, against lib", causal_self_attention(x, *weights, 1),
-                     lib_attention(x, weights, 1), rtol=1e-10, atol=1e-12, axes="btc")
+        expect_close(f"one head, B={B} T={T} C={C}, against lib",
+                     causal_self_attention(x, *weights, 1), lib_attention(x, weights, 1),
+                     rtol=1e-10, atol=1e-12, axes="btc")
     '''),
     check('''
     for (B, T, C, H) in [(2, 6, 32, 4), (1, 9, 48, 12)]:
         x = rng.normal(0, 1, (B, T, C))                              # (B, T, C) float64
         weights = random_weights(C, 0.5, np.float64, rng)
-        expect_close(f"{H} heads, B={B} T={T} C={C}, against lib", causal_self_attention(x, *weights, H),
-                     lib_attention(x, weights, H), rtol=1e-10, atol=1e-12, axes="btc")
+        expect_close(f"{H} heads, B={B} T={T} C={C}, against lib",
+                     causal_self_attention(x, *weights, H), lib_attention(x, weights, H),
+                     rtol=1e-10, atol=1e-12, axes="btc")
     '''),
     check('''
-    # scores in the hundreds (float32) and thousands (float64): exp overflows, a stable softmax does not
+    # scores in the hundreds (float32) and thousands
+    # (float64): exp overflows, a stable softmax does not
     for dtype, scale in ((np.float32, 8.0), (np.float64, 30.0)):
         x = rng.normal(0, 1, (2, 5, 16)).astype(dtype)               # (B, T, C)
         weights = random_weights(16, scale, dtype, rng)
-        want = lib_attention(x.astype(np.float64), [w.astype(np.float64) for w in weights], 2).astype(dtype)
-        tol = dict(rtol=1e-3, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-8, atol=1e-10)
-        expect_close(f"large scores, {np.dtype(dtype).name}", causal_self_attention(x, *weights, 2), want,
-                     axes="btc", **tol)
+        want = lib_attention(x.astype(np.float64), [w.astype(np.float64) for w in weights],
+                             2).astype(dtype)
+        tol = (dict(rtol=1e-3, atol=1e-3) if dtype == np.float32
+               else dict(rtol=1e-8, atol=1e-10))
+        expect_close(f"large scores, {np.dtype(dtype).name}",
+                     causal_self_attention(x, *weights, 2), want, axes="btc", **tol)
     '''),
     check('''
     x = rng.normal(0, 1, (2, 7, 24)).astype(np.float32)             # (B, T, C) float32
     weights = random_weights(24, 0.5, np.float32, rng)
     got = causal_self_attention(x, *weights, 3)
     expect_shape("float32 in, float32 out", got, (2, 7, 24), np.float32)
-    expect_close("float32, against lib", got, lib_attention(x, weights, 3), rtol=1e-4, atol=1e-5, axes="btc")
+    expect_close("float32, against lib", got, lib_attention(x, weights, 3), rtol=1e-4,
+                 atol=1e-5, axes="btc")
     '''),
     check('''
-    expect_raises("n_head = 5 does not divide C = 24", ValueError, causal_self_attention, x, *weights, 5)
-    expect_raises("c_proj_bias of shape (1,)", ValueError, causal_self_attention, x, *weights[:3],
-                  weights[3][:1], 3)
+    expect_raises("n_head = 5 does not divide C = 24", ValueError, causal_self_attention, x,
+                  *weights, 5)
+    expect_raises("c_proj_bias of shape (1,)", ValueError, causal_self_attention, x,
+                  *weights[:3], weights[3][:1], 3)
     '''),
     md("""
     ## Compare with lib

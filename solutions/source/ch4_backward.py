@@ -7,17 +7,19 @@ import numpy as np
 
 
 def layernorm_backward(dy, cache, weight):
-    """LayerNorm's gradients. dy (..., C): the loss's gradient w.r.t. the output y = xhat * weight + bias;
-    cache = (xhat (..., C), rstd (..., 1)), as LayerNorm.forward returns it; weight (C,).
-    -> (dx (..., C), dweight (C,), dbias (C,)), in dy's dtype."""
+    """LayerNorm's gradients. dy (..., C): the loss's gradient w.r.t. the output
+    y = xhat * weight + bias; cache = (xhat (..., C), rstd (..., 1)), as
+    LayerNorm.forward returns it; weight (C,). -> (dx (..., C), dweight (C,), dbias
+    (C,)), in dy's dtype."""
     raise NotImplementedError("exercise 4.3: write layernorm_backward")
 
 
 def block_backward(dy, cache, block):
     """Backward through a pre-norm block (x + attn(ln_1(x)), then x + mlp(ln_2(x))).
-    dy (B, T, C): the loss's gradient w.r.t. the block's output; cache: what block.forward returned;
-    block: the lib Block. Adds the gradients of ln_1's and ln_2's weight and bias into their `grads`
-    (attn.backward and mlp.backward add their own) and returns dx (B, T, C)."""
+    dy (B, T, C): the loss's gradient w.r.t. the block's output; cache: what
+    block.forward returned; block: the lib Block. Adds the gradients of ln_1's and
+    ln_2's weight and bias into their `grads` (attn.backward and mlp.backward add
+    their own) and returns dx (B, T, C)."""
     raise NotImplementedError("exercise 4.3: write block_backward")
 '''
 
@@ -26,16 +28,17 @@ import numpy as np
 
 
 def layernorm_backward(dy, cache, weight):
-    """LayerNorm's gradients. dy (..., C): the loss's gradient w.r.t. the output y = xhat * weight + bias;
-    cache = (xhat (..., C), rstd (..., 1)), as LayerNorm.forward returns it; weight (C,).
-    -> (dx (..., C), dweight (C,), dbias (C,)), in dy's dtype."""
+    """LayerNorm's gradients. dy (..., C): the loss's gradient w.r.t. the output
+    y = xhat * weight + bias; cache = (xhat (..., C), rstd (..., 1)), as
+    LayerNorm.forward returns it; weight (C,). -> (dx (..., C), dweight (C,), dbias
+    (C,)), in dy's dtype."""
     xhat, rstd = cache
     C = xhat.shape[-1]
-    dweight = (dy * xhat).reshape(-1, C).sum(axis=0)          # (C,): summed over every position
-    dbias = dy.reshape(-1, C).sum(axis=0)                     # (C,)
-    g = dy * weight                                           # (..., C): the gradient reaching xhat
-    # xhat = (x - mean) * rstd, and the mean and rstd depend on every x_i: taking them into account
-    # removes from g its mean and its component along xhat
+    dweight = (dy * xhat).reshape(-1, C).sum(axis=0)  # (C,): summed over every position
+    dbias = dy.reshape(-1, C).sum(axis=0)             # (C,)
+    g = dy * weight                                   # (..., C): the gradient at xhat
+    # xhat = (x - mean) * rstd, and the mean and rstd depend on every x_i: taking
+    # them into account removes from g its mean and its component along xhat
     g_mean = g.mean(axis=-1, keepdims=True)                   # (..., 1)
     g_along_xhat = (g * xhat).mean(axis=-1, keepdims=True)    # (..., 1)
     dx = rstd * (g - g_mean - xhat * g_along_xhat)            # (..., C)
@@ -43,7 +46,8 @@ def layernorm_backward(dy, cache, weight):
 
 
 def _norm_backward(norm, dy, cache):
-    """A LayerNorm layer's backward: add its parameters' gradients into norm.grads, return dx."""
+    """A LayerNorm layer's backward: add its parameters' gradients into norm.grads,
+    return dx."""
     dx, dweight, dbias = layernorm_backward(dy, cache, norm.weight)
     norm.grads["weight"] += dweight
     norm.grads["bias"] += dbias
@@ -52,11 +56,13 @@ def _norm_backward(norm, dy, cache):
 
 def block_backward(dy, cache, block):
     """Backward through a pre-norm block (x + attn(ln_1(x)), then x + mlp(ln_2(x))).
-    dy (B, T, C): the loss's gradient w.r.t. the block's output; cache: what block.forward returned;
-    block: the lib Block. Adds the gradients of ln_1's and ln_2's weight and bias into their `grads`
-    (attn.backward and mlp.backward add their own) and returns dx (B, T, C)."""
+    dy (B, T, C): the loss's gradient w.r.t. the block's output; cache: what
+    block.forward returned; block: the lib Block. Adds the gradients of ln_1's and
+    ln_2's weight and bias into their `grads` (attn.backward and mlp.backward add
+    their own) and returns dx (B, T, C)."""
     ln_1_cache, attn_cache, ln_2_cache, mlp_cache = cache
-    # out = h + mlp(ln_2(h)): the gradient reaches h along the skip and through the MLP branch
+    # out = h + mlp(ln_2(h)): the gradient reaches
+    # h along the skip and through the MLP branch
     dmlp_in = block.mlp.backward(dy, mlp_cache)               # (B, T, C)
     dh = dy + _norm_backward(block.ln_2, dmlp_in, ln_2_cache)
     # h = x + attn(ln_1(x)): the same again, one sub-layer earlier
@@ -155,11 +161,12 @@ CELLS = [
     """),
     code('''
     C = 6
-    x = 2.0 + 3.0 * rng.standard_normal((3, 4, C))            # (3, 4, C): far from mean 0 and variance 1
+    # (3, 4, C): far from mean 0 and variance 1
+    x = 2.0 + 3.0 * rng.standard_normal((3, 4, C))
     ln = nt.LayerNorm(C).astype(np.float64)
-    ln.weight[:] = rng.standard_normal(C)                     # (C,)
+    ln.weight[:] = rng.standard_normal(C)             # (C,)
     ln.bias[:] = rng.standard_normal(C)
-    R = rng.standard_normal(x.shape)                          # (3, 4, C): dy of the loss sum(R * y)
+    R = rng.standard_normal(x.shape)                  # (3, 4, C): dy of the loss sum(R * y)
 
 
     def ln_loss(x, weight=ln.weight, bias=ln.bias):
@@ -169,14 +176,17 @@ CELLS = [
     check('''
     dx, dweight, dbias = layernorm_backward(R, ln.forward(x)[1], ln.weight)
     expect_shape("layernorm dx", dx, x.shape, np.float64)
-    expect_grad("layernorm dx", ln_loss, lambda x: layernorm_backward(R, ln.forward(x)[1], ln.weight)[0], x,
+    expect_grad("layernorm dx", ln_loss,
+                lambda x: layernorm_backward(R, ln.forward(x)[1], ln.weight)[0], x,
                 axes="btc")
     '''),
     check('''
     expect_shape("dweight", dweight, (C,), np.float64)
     expect_shape("dbias", dbias, (C,), np.float64)
-    expect_grad("layernorm dweight", lambda w: ln_loss(x, weight=w), lambda w: dweight, ln.weight.copy())
-    expect_grad("layernorm dbias", lambda b: ln_loss(x, bias=b), lambda b: dbias, ln.bias.copy())
+    expect_grad("layernorm dweight", lambda w: ln_loss(x, weight=w), lambda w: dweight,
+                ln.weight.copy())
+    expect_grad("layernorm dbias", lambda b: ln_loss(x, bias=b), lambda b: dbias,
+                ln.bias.copy())
     '''),
     md(r"""
     The same through a whole block of a small float64 model (2 heads, 8 wide): the gradient with
@@ -219,7 +229,7 @@ CELLS = [
     check('''
     for name, grad in ln_grads.items():
         layer, param = name.split(".")
-        p = getattr(getattr(block, layer), param)             # (C,): the array the block uses
+        p = getattr(getattr(block, layer), param)           # (C,): the array the block uses
         expect_grad(f"block {name}", lambda v: loss_with(p, v), lambda v: grad, p.copy())
     '''),
     md(r"""
@@ -230,8 +240,9 @@ CELLS = [
     check('''
     block.zero_grad()
     _, cache = block.forward(x)
-    expect_accumulates("block_backward called twice", lambda: block_backward(R, cache, block),
-                       lambda: {f"{ln}.{p}": getattr(block, ln).grads[p] for ln, p in LN_GRADS})
+    norm_grads = lambda: {f"{ln}.{p}": getattr(block, ln).grads[p] for ln, p in LN_GRADS}
+    expect_accumulates("block_backward called twice",
+                       lambda: block_backward(R, cache, block), norm_grads)
     '''),
     md("""
     ## Compare with lib

@@ -4,21 +4,24 @@ from build_notebooks import check, code, graded, md, setup, uses
 
 STUB = '''
 def count_params(config):
-    """The number of parameters of a GPT-2-style model with this config (lib.config.GPTConfig),
-    counting the output head, which shares the token embedding's matrix, zero times. -> int"""
+    """The number of parameters of a GPT-2-style model with this config
+    (lib.config.GPTConfig), counting the output head, which shares the token
+    embedding's matrix, zero times. -> int"""
     raise NotImplementedError("exercise 4.2: write count_params")
 '''
 
 ANSWER = '''
 def count_params(config):
-    """The number of parameters of a GPT-2-style model with this config (lib.config.GPTConfig),
-    counting the output head, which shares the token embedding's matrix, zero times. -> int"""
+    """The number of parameters of a GPT-2-style model with this config
+    (lib.config.GPTConfig), counting the output head, which shares the token
+    embedding's matrix, zero times. -> int"""
     C = config.n_embd
-    layer_norm = 2 * C                                   # gain and bias
-    attention = (C * 3 * C + 3 * C) + (C * C + C)        # c_attn: C -> 3C (q, k, v); c_proj: C -> C
-    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)          # c_fc: C -> 4C; c_proj: 4C -> C
-    block = layer_norm + attention + layer_norm + mlp    # 12 C^2 + 13 C
-    embeddings = config.vocab_size * C + config.n_ctx * C   # wte (also the head) and wpe
+    layer_norm = 2 * C                                  # gain and bias
+    # c_attn: C -> 3C (q, k, v); c_proj: C -> C
+    attention = (C * 3 * C + 3 * C) + (C * C + C)
+    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)         # c_fc: C -> 4C; c_proj: 4C -> C
+    block = layer_norm + attention + layer_norm + mlp   # 12 C^2 + 13 C
+    embeddings = config.vocab_size * C + config.n_ctx * C  # wte (also the head) and wpe
     return embeddings + config.n_layer * block + layer_norm  # + ln_f
 '''
 
@@ -56,15 +59,18 @@ CELLS = [
 
     GPU = gpu_scale()
     DEVICE = device()
-    if GPU:                                              # a CPU standing in for a GPU (lib.scale): 2 layers
-        BASE = gpu_or_tiny(GPTConfig.gpt2(), GPTConfig.small(n_layer=2))   # 12 layers, 12 heads, 768 wide
+    if GPU:                              # a CPU standing in for a GPU (lib.scale): 2 layers
+        # 12 layers, 12 heads, 768 wide
+        BASE = gpu_or_tiny(GPTConfig.gpt2(), GPTConfig.small(n_layer=2))
         BATCH, T, STEPS = gpu_or_tiny((4, 1024, 10), (2, 32, 2))
     else:
-        BASE = GPTConfig.small(n_layer=12)               # 12 layers, 4 heads, 128 wide, context 64
+        BASE = GPTConfig.small(n_layer=12)        # 12 layers, 4 heads, 128 wide, context 64
         BATCH, T, STEPS = 8, 64, 5
     DEEPER = replace(BASE, n_layer=2 * BASE.n_layer, n_head=16)   # 24 layers, 16 heads
-    WIDER = replace(BASE, n_embd=2 * BASE.n_embd)                 # twice the width, same layers and heads
-    print(f"{where()}; base: {BASE.n_layer} layers, {BASE.n_head} heads, {BASE.n_embd} wide")
+    # twice the width, same layers and heads
+    WIDER = replace(BASE, n_embd=2 * BASE.n_embd)
+    print(f"{where()}; base: {BASE.n_layer} layers, {BASE.n_head} heads, {BASE.n_embd} "
+          "wide")
     '''),
     md(r"""
     ## Counting by formula
@@ -108,8 +114,8 @@ CELLS = [
     heads add, what lies outside the blocks, then the counts of real models. The expected values
     come from models that the torch twin builds (seeded random weights), counted tensor by tensor
     with `num_params()`; GPT-2 Small's published count, with the head tied, is 124,439,808, and
-    Hugging Face's GPT-2 class, built from its default configuration (GPT-2 Small's), counts its
-    parameters with tied weights counted once.
+    Hugging Face's GPT-2 class, built at a small size, counts its parameters with tied weights
+    counted once.
     """),
     code('''
     from lib.checks import CheckFailed, expect_equal
@@ -126,11 +132,14 @@ CELLS = [
     check('''
     # the output head: one more token adds one row of wte, and nothing to the tied head
     more = replace(TINY, vocab_size=TINY.vocab_size + 1)
-    added, want = count_params(more) - count_params(TINY), twin_count(more) - twin_count(TINY)
+    added = count_params(more) - count_params(TINY)
+    want = twin_count(more) - twin_count(TINY)
     if added == 2 * want:
-        raise CheckFailed(f"one more token adds {added} parameters, expected {want} (one row "
-                          "of wte): the head is counted as a matrix of its own, but it "
-                          "multiplies by wte's (tied weights) and adds nothing")
+        raise CheckFailed(
+            f"one more token adds {added} parameters, expected {want} (one row "
+            "of wte): the head is counted as a matrix of its own, but it "
+            "multiplies by wte's (tied weights) and adds nothing"
+        )
     expect_equal("parameters one more token adds", added, want)
     '''),
     check('''
@@ -180,13 +189,14 @@ CELLS = [
                  124_439_808)
     for name, config in (("small", GPTConfig.small()), ("BASE", BASE), ("DEEPER", DEEPER),
                          ("WIDER", WIDER), ("TINY", TINY)):
-        if config.n_embd <= 256:               # building the 124M-parameter models takes a while
+        if config.n_embd <= 256:          # building the 124M-parameter models takes a while
             expect_equal(f"count_params({name}) against GPT({name}).num_params()",
                          count_params(config), twin_count(config))
-    hf = GPT2LMHeadModel(GPT2Config())
-    expect_equal("count_params(GPTConfig.gpt2()) against transformers' GPT-2",
-                 count_params(GPTConfig.gpt2()), hf.num_parameters())
-    del hf
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=100, n_positions=32, n_embd=64, n_layer=2,
+                                    n_head=4))
+    ours = GPTConfig.small(vocab_size=100, n_ctx=32, n_embd=64, n_layer=2)   # 4 heads
+    expect_equal("count_params against transformers' GPT-2 class, 2 layers, 64 wide",
+                 count_params(ours), hf.num_parameters())
     '''),
     md(r"""
     ## Twice as deep, or twice as wide?
@@ -206,20 +216,22 @@ CELLS = [
     per_block = count_params(replace(BASE, n_layer=BASE.n_layer + 1)) - count_params(BASE)
     C = BASE.n_embd
     expect_equal("parameters of one more block", per_block, 12 * C * C + 13 * C)
-    expect_equal("DEEPER's parameters minus BASE's", count_params(DEEPER) - count_params(BASE),
-                 BASE.n_layer * per_block)
-    expect_equal("BASE with 1 head instead of BASE", count_params(replace(BASE, n_head=1)), count_params(BASE))
+    expect_equal("DEEPER's parameters minus BASE's",
+                 count_params(DEEPER) - count_params(BASE), BASE.n_layer * per_block)
+    expect_equal("BASE with 1 head instead of BASE", count_params(replace(BASE, n_head=1)),
+                 count_params(BASE))
 
 
     def seconds_per_step(config):
-        """Median time of one training step: BATCH x T random tokens, after one warm-up step."""
+        """Median time of one training step: BATCH x T random tokens, after one warm-up
+        step."""
         torch.manual_seed(0)
         model = GPT(config).to(DEVICE)
         optimizer = AdamW(model.named_parameters(), lr=1e-4)
         x = torch.randint(config.vocab_size, (BATCH, T), device=DEVICE)   # (B, T)
         times = []
         for step in range(STEPS + 1):
-            synchronize()                                # wait for the GPU (a CPU computes as it is called)
+            synchronize()                # wait for the GPU (a CPU computes as it is called)
             start = time.perf_counter()
             train_step(model, optimizer, [(x, x)], 1e-4, 1.0)
             synchronize()
@@ -231,11 +243,14 @@ CELLS = [
     for name, config in (("base", BASE), ("deeper", DEEPER), ("wider", WIDER)):
         rows.append((name, config, count_params(config), seconds_per_step(config)))
     base_params, base_time = rows[0][2], rows[0][3]
-    print(f"{'model':7s} {'layers':>6s} {'heads':>5s} {'width':>5s} {'parameters':>13s} {'x base':>7s} {'ms/step':>8s} {'x base':>7s}")
+    print(f"{'model':7s} {'layers':>6s} {'heads':>5s} {'width':>5s} {'parameters':>13s} "
+          f"{'x base':>7s} {'ms/step':>8s} {'x base':>7s}")
     for name, config, n, seconds in rows:
-        print(f"{name:7s} {config.n_layer:6d} {config.n_head:5d} {config.n_embd:5d} {n:13,d} "
-              f"{n / base_params:7.2f} {1000 * seconds:8.1f} {seconds / base_time:7.2f}")
-    expect_equal("the models from fewest to most parameters", [name for name, *_ in sorted(rows, key=lambda r: r[2])],
+        print(f"{name:7s} {config.n_layer:6d} {config.n_head:5d} {config.n_embd:5d} "
+              f"{n:13,d} {n / base_params:7.2f} {1000 * seconds:8.1f} "
+              f"{seconds / base_time:7.2f}")
+    expect_equal("the models from fewest to most parameters",
+                 [name for name, *_ in sorted(rows, key=lambda r: r[2])],
                  ["base", "deeper", "wider"])
     '''),
     md(r"""

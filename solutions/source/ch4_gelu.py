@@ -9,7 +9,8 @@ import numpy as np
 
 
 def gelu_exact(x):
-    """GELU as defined, x * Phi(x). x: array of any shape, float32 or float64 -> same shape and dtype."""
+    """GELU as defined, x * Phi(x). x: array of any shape, float32 or float64 -> same
+    shape and dtype."""
     raise NotImplementedError("exercise 4.1: write gelu_exact")
 
 
@@ -34,7 +35,8 @@ import math
 import numpy as np
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_erf = np.vectorize(math.erf, otypes=[np.float64])   # math.erf is exact to float64 rounding
+# math.erf is exact to float64 rounding
+_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _cdf(x64):                                       # Phi(x), float64
@@ -42,20 +44,24 @@ def _cdf(x64):                                       # Phi(x), float64
 
 
 def gelu_exact(x):
-    """GELU as defined, x * Phi(x). x: array of any shape, float32 or float64 -> same shape and dtype."""
+    """GELU as defined, x * Phi(x). x: array of any shape, float32 or float64 -> same
+    shape and dtype."""
     x64 = np.asarray(x, np.float64)
     return (x64 * _cdf(x64)).astype(x.dtype)
 
 
 def gelu_exact_grad(x):
-    """d gelu_exact(x) / dx = Phi(x) + x phi(x), elementwise; same shape and dtype as x."""
+    """d gelu_exact(x) / dx = Phi(x) + x phi(x), elementwise; same shape and dtype as
+    x."""
     x64 = np.asarray(x, np.float64)
-    pdf = np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)     # underflows to 0, never overflows
+    # underflows to 0, never overflows
+    pdf = np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
     return (_cdf(x64) + x64 * pdf).astype(x.dtype)
 
 
-def _tanh_inner(x):                                  # t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3)
-    with np.errstate(over="ignore"):                 # x^3 may overflow to +-inf in float32; tanh(+-inf) = +-1
+def _tanh_inner(x):                     # t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3)
+    # x^3 may overflow to +-inf in float32; tanh(+-inf) = +-1
+    with np.errstate(over="ignore"):
         return np.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x ** 3))
 
 
@@ -65,10 +71,12 @@ def gelu_tanh(x):
 
 
 def gelu_tanh_grad(x):
-    """d gelu_tanh(x) / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx, elementwise; same shape and dtype."""
+    """d gelu_tanh(x) / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx, elementwise; same
+    shape and dtype."""
     t = _tanh_inner(x)
     du_dx = SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
-    # where t^2 = 1 the product term is 0; writing it that way avoids 0 * inf at huge |x|
+    # where t^2 = 1 the product term is 0; writing
+    # it that way avoids 0 * inf at huge |x|
     sech2 = 1.0 - t * t
     product = np.where(sech2 == 0, 0.0, 0.5 * x * sech2 * du_dx).astype(x.dtype)
     return 0.5 * (1.0 + t) + product
@@ -105,7 +113,8 @@ CELLS = [
 
     CONFIG = GPTConfig.small(n_layer=2, n_head=4, n_embd=64, n_ctx=32, activation="relu")
     STEPS, BATCH = 500, 8           # the same with or without a GPU: numpy never uses it
-    print(f"model {CONFIG.n_layer} layers x {CONFIG.n_embd} wide, {STEPS} steps of {BATCH} x {CONFIG.n_ctx} tokens")
+    print(f"model {CONFIG.n_layer} layers x {CONFIG.n_embd} wide, {STEPS} steps of "
+          f"{BATCH} x {CONFIG.n_ctx} tokens")
     '''),
     md(r"""
     ## The two forms
@@ -153,9 +162,13 @@ CELLS = [
     check('''
     points = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0])     # (7,)
     exact = np.array([p * 0.5 * (1 + math.erf(p / math.sqrt(2))) for p in points])
-    tanh_form = np.array([0.5 * p * (1 + math.tanh(math.sqrt(2 / math.pi) * (p + 0.044715 * p ** 3))) for p in points])
-    expect_close("gelu_exact at 7 points", gelu_exact(points), exact, rtol=1e-12, atol=1e-15)
-    expect_close("gelu_tanh at 7 points", gelu_tanh(points), tanh_form, rtol=1e-12, atol=1e-15)
+    tanh_form = np.array([0.5 * p * (1 + math.tanh(math.sqrt(2 / math.pi)
+                                                   * (p + 0.044715 * p ** 3)))
+                          for p in points])
+    expect_close("gelu_exact at 7 points", gelu_exact(points), exact, rtol=1e-12,
+                 atol=1e-15)
+    expect_close("gelu_tanh at 7 points", gelu_tanh(points), tanh_form, rtol=1e-12,
+                 atol=1e-15)
     '''),
     check('''
     xs = np.linspace(-6, 6, 241)                                 # (241,)
@@ -168,10 +181,11 @@ CELLS = [
         expect_shape(f"{f.__name__} of a float32 (3, 3) array", f(x32), (3, 3), np.float32)
     '''),
     check('''
-    big = np.array([-1e6, -50.0, 50.0, 1e6])                     # (4,): GELU is 0 or x there, its slope 0 or 1
+    big = np.array([-1e6, -50.0, 50.0, 1e6])  # (4,): GELU is 0 or x there, its slope 0 or 1
     for f, at_big in ((gelu_exact, big.clip(0)), (gelu_exact_grad, big > 0),
                       (gelu_tanh, big.clip(0)), (gelu_tanh_grad, big > 0)):
-        expect_close(f"{f.__name__} at x = -1e6, -50, 50, 1e6", f(big), at_big.astype(np.float64), atol=1e-12)
+        expect_close(f"{f.__name__} at x = -1e6, -50, 50, 1e6", f(big),
+                     at_big.astype(np.float64), atol=1e-12)
     '''),
     md("""
     ## How far apart are the two forms?
@@ -188,10 +202,13 @@ CELLS = [
     xs = np.linspace(-5, 5, 1001)                                # (1001,)
     gap = gelu_tanh(xs) - gelu_exact(xs)
     worst = np.argmax(np.abs(gap))
-    print(f"largest |tanh form - exact| on [-5, 5]: {abs(gap[worst]):.2e} at x = {xs[worst]:.2f}")
-    if abs(gap[worst]) >= 1e-3:                                  # an approximation, and a good one
-        raise CheckFailed(f"gelu_tanh - gelu_exact is {gap[worst]:.2e} at x = {xs[worst]:.2f}; "
-                          "the two forms agree within 1e-3")
+    print(f"largest |tanh form - exact| on [-5, 5]: {abs(gap[worst]):.2e} at x = "
+          f"{xs[worst]:.2f}")
+    if abs(gap[worst]) >= 1e-3:                           # an approximation, and a good one
+        raise CheckFailed(
+            f"gelu_tanh - gelu_exact is {gap[worst]:.2e} at x = {xs[worst]:.2f}; "
+            "the two forms agree within 1e-3"
+        )
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
     axes[0].plot(xs, np.maximum(xs, 0), ":", color="grey", label="ReLU")
@@ -247,14 +264,15 @@ CELLS = [
         return model
 
 
-    check_model = use_activation(GPT(CONFIG, seed=1, dtype=np.float64), gelu_tanh, gelu_tanh_grad)
+    check_model = use_activation(GPT(CONFIG, seed=1, dtype=np.float64), gelu_tanh,
+                                 gelu_tanh_grad)
     rng = np.random.default_rng(0)
     x = rng.integers(0, CONFIG.vocab_size, (2, 8))               # (B, T) = (2, 8)
     y = rng.integers(0, CONFIG.vocab_size, (2, 8))
     check_model.zero_grad()
     loss, dlogits = cross_entropy(check_model.forward(x), y)
     check_model.backward(dlogits)
-    w = check_model.h[0].mlp.c_fc.weight                         # (4C, C), changed in place below
+    w = check_model.h[0].mlp.c_fc.weight                   # (4C, C), changed in place below
     analytic = check_model.h[0].mlp.c_fc.grads["weight"]
     rows, cols = np.array([0, 5, 100, 200]), np.array([0, 3, 17, 63])   # four entries of w
 
@@ -287,8 +305,8 @@ CELLS = [
     from lib.train import train
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
-    settings = TrainConfig(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4, warmup_iters=50,
-                           eval_interval=100, eval_iters=20, seed=0)
+    settings = TrainConfig(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4,
+                           warmup_iters=50, eval_interval=100, eval_iters=20, seed=0)
     relu_history = train(GPT(CONFIG, seed=0), train_ids, val_ids, settings)
     '''),
     uses('''
@@ -296,10 +314,11 @@ CELLS = [
     gelu_history = train(gelu_model, train_ids, val_ids, settings)
 
     for name, h in (("ReLU", relu_history), ("GELU (yours)", gelu_history)):
-        print(f"{name:13s} validation loss {h['val_loss'][0]:.3f} -> {h['val_loss'][-1]:.3f}")
+        print(f"{name:13s} validation loss {h['val_loss'][0]:.3f} -> "
+              f"{h['val_loss'][-1]:.3f}")
         if h["val_loss"][-1] >= 2.8:
-            raise CheckFailed(f"{name}: the model should learn, to a validation loss under 2.8; "
-                              f"it ends at {h['val_loss'][-1]:.3f}")
+            raise CheckFailed(f"{name}: the model should learn, to a validation loss "
+                              f"under 2.8; it ends at {h['val_loss'][-1]:.3f}")
 
     from lib.plotting import plot_losses
 

@@ -7,19 +7,20 @@ import numpy as np
 
 
 def smooth(losses, window):
-    """Trailing mean: s[t] = mean(losses[max(0, t - window + 1) : t + 1]). -> float64 array, same length.
-    window: an integer >= 1, else ValueError."""
+    """Trailing mean: s[t] = mean(losses[max(0, t - window + 1) : t + 1]). -> float64
+    array, same length. window: an integer >= 1, else ValueError."""
     raise NotImplementedError("exercise 5.2: write smooth")
 
 
 def drop_rate(losses, window):
-    """r[t] = (s[t - window] - s[t]) / window for t >= window (s = smooth(losses, window)),
-    NaN for t < window. -> float64 array, same length."""
+    """r[t] = (s[t - window] - s[t]) / window for t >= window (s = smooth(losses,
+    window)), NaN for t < window. -> float64 array, same length."""
     raise NotImplementedError("exercise 5.2: write drop_rate")
 
 
 def find_phases(losses, window=50, fast=0.3, plateau=0.03):
-    """(end_fast, start_plateau), as defined in the exercise; each an int, or None if it never happens."""
+    """(end_fast, start_plateau), as defined in the exercise; each an int, or None if
+    it never happens."""
     raise NotImplementedError("exercise 5.2: write find_phases")
 '''
 
@@ -28,20 +29,20 @@ import numpy as np
 
 
 def smooth(losses, window):
-    """Trailing mean: s[t] = mean(losses[max(0, t - window + 1) : t + 1]). -> float64 array, same length.
-    window: an integer >= 1, else ValueError."""
+    """Trailing mean: s[t] = mean(losses[max(0, t - window + 1) : t + 1]). -> float64
+    array, same length. window: an integer >= 1, else ValueError."""
     if int(window) != window or window < 1:
         raise ValueError(f"window must be an integer >= 1, got {window!r}")
-    x = np.asarray(losses, np.float64)                     # (N,)
-    totals = np.concatenate([[0.0], np.cumsum(x)])         # (N + 1,): totals[i] = sum of x[:i]
-    end = np.arange(1, len(x) + 1)                         # (N,): each window is x[start:end]
+    x = np.asarray(losses, np.float64)              # (N,)
+    totals = np.concatenate([[0.0], np.cumsum(x)])  # (N + 1,): totals[i] = sum of x[:i]
+    end = np.arange(1, len(x) + 1)                  # (N,): each window is x[start:end]
     start = np.maximum(0, end - window)
     return (totals[end] - totals[start]) / (end - start)
 
 
 def drop_rate(losses, window):
-    """r[t] = (s[t - window] - s[t]) / window for t >= window (s = smooth(losses, window)),
-    NaN for t < window. -> float64 array, same length."""
+    """r[t] = (s[t - window] - s[t]) / window for t >= window (s = smooth(losses,
+    window)), NaN for t < window. -> float64 array, same length."""
     s = smooth(losses, window)
     r = np.full(len(s), np.nan)
     r[window:] = (s[:-window] - s[window:]) / window
@@ -49,13 +50,15 @@ def drop_rate(losses, window):
 
 
 def find_phases(losses, window=50, fast=0.3, plateau=0.03):
-    """(end_fast, start_plateau), as defined in the exercise; each an int, or None if it never happens."""
+    """(end_fast, start_plateau), as defined in the exercise; each an int, or None if
+    it never happens."""
     if not 0 < plateau < fast < 1:
-        raise ValueError(f"need 0 < plateau < fast < 1, got fast={fast!r}, plateau={plateau!r}")
+        raise ValueError(f"need 0 < plateau < fast < 1, got fast={fast!r}, "
+                         f"plateau={plateau!r}")
     if len(losses) <= window:
         raise ValueError(f"need more than window={window} losses, got {len(losses)}")
     r = drop_rate(losses, window)
-    peak = int(np.nanargmax(r))                            # the first of the largest rates
+    peak = int(np.nanargmax(r))                         # the first of the largest rates
     if not r[peak] > 0:
         raise ValueError("the smoothed loss never falls")
     after = np.flatnonzero(r[peak + 1:] < fast * r[peak])
@@ -68,8 +71,9 @@ def find_phases(losses, window=50, fast=0.3, plateau=0.03):
 
 PLOT_STUB = '''
 def plot_phases(losses, phases=None, window=50, log=False, ax=None):
-    """Raw losses (faint), smoothed losses, and, if phases = (end_fast, start_plateau) is given,
-    the three phases marked. log: a logarithmic loss axis. Returns the matplotlib Axes."""
+    """Raw losses (faint), smoothed losses, and, if phases = (end_fast,
+    start_plateau) is given, the three phases marked. log: a logarithmic loss axis.
+    Returns the matplotlib Axes."""
     raise NotImplementedError("exercise 5.2: write plot_phases")
 '''
 
@@ -78,16 +82,21 @@ import matplotlib.pyplot as plt
 
 
 def plot_phases(losses, phases=None, window=50, log=False, ax=None):
-    """Raw losses (faint), smoothed losses, and, if phases = (end_fast, start_plateau) is given,
-    the three phases marked. log: a logarithmic loss axis. Returns the matplotlib Axes."""
+    """Raw losses (faint), smoothed losses, and, if phases = (end_fast,
+    start_plateau) is given, the three phases marked. log: a logarithmic loss axis.
+    Returns the matplotlib Axes."""
     ax = ax or plt.gca()
     steps = np.arange(len(losses))
     ax.plot(steps, losses, color="tab:blue", alpha=0.25, lw=0.8, label="loss")
-    ax.plot(steps, smooth(losses, window), color="tab:blue", lw=2, label=f"mean of the last {window}")
+    ax.plot(steps, smooth(losses, window), color="tab:blue", lw=2,
+            label=f"mean of the last {window}")
     if phases is not None:
-        edges = [0] + [t if t is not None else len(losses) for t in phases] + [len(losses)]
+        edges = (
+            [0] + [t if t is not None else len(losses) for t in phases] + [len(losses)]
+        )
         names = ("fast drop", "slower middle", "plateau")
-        for (lo, hi), name, color in zip(zip(edges, edges[1:]), names, ("tab:red", "tab:orange", "tab:green")):
+        for (lo, hi), name, color in zip(zip(edges, edges[1:]), names,
+                                         ("tab:red", "tab:orange", "tab:green")):
             if hi > lo:
                 ax.axvspan(lo, hi, color=color, alpha=0.12, label=name)
         for t in phases:
@@ -137,12 +146,15 @@ CELLS = [
 
     GPU = gpu_scale()
     DEVICE = device()
-    STEPS = gpu_or_tiny(1000, 200) if GPU else 1000     # tiny (a CPU standing in for a GPU): past the fast drop
+    # tiny (a CPU standing in for a GPU): past the fast drop
+    STEPS = gpu_or_tiny(1000, 200) if GPU else 1000
     if GPU:
-        CONFIG, BATCH = gpu_or_tiny((GPTConfig.small(), 32), (GPTConfig.small(n_layer=2, n_embd=64), 8))
+        CONFIG, BATCH = gpu_or_tiny((GPTConfig.small(), 32),
+                                    (GPTConfig.small(n_layer=2, n_embd=64), 8))
     else:
         CONFIG, BATCH = GPTConfig.small(n_layer=2, n_embd=64), 8
-    print(f"{where()}: {CONFIG.n_layer} layers, {CONFIG.n_embd} wide, batches of {BATCH} x {CONFIG.n_ctx}, {STEPS} steps")
+    print(f"{where()}: {CONFIG.n_layer} layers, {CONFIG.n_embd} wide, batches of {BATCH} "
+          f"x {CONFIG.n_ctx}, {STEPS} steps")
     '''),
     md("""
     ## A loss curve
@@ -158,14 +170,17 @@ CELLS = [
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
     torch.manual_seed(0)
-    settings = TrainConfig(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4, warmup_iters=100,
-                           eval_interval=100, eval_iters=10, seed=0, device=DEVICE)
+    settings = TrainConfig(max_iters=STEPS, batch_size=BATCH, lr=3e-3, min_lr=3e-4,
+                           warmup_iters=100, eval_interval=100, eval_iters=10, seed=0,
+                           device=DEVICE)
     history = train(GPT(CONFIG, seed=0), train_ids, val_ids, settings)
     losses = np.array(history["train_loss"])               # (STEPS,)
     if len(losses) != STEPS or losses[-100:].mean() > losses[:10].mean() - 2:
-        raise RuntimeError(f"the training run should give {STEPS} losses falling by more than 2; "
-                           f"got {len(losses)}, from {losses[:10].mean():.2f} to {losses[-100:].mean():.2f}")
-    print(f"training loss: first 10 steps {losses[:10].mean():.2f}, last 100 steps {losses[-100:].mean():.2f}")
+        raise RuntimeError(f"the training run should give {STEPS} losses falling by more "
+                           f"than 2; got {len(losses)}, from {losses[:10].mean():.2f} to "
+                           f"{losses[-100:].mean():.2f}")
+    print(f"training loss: first 10 steps {losses[:10].mean():.2f}, last 100 steps "
+          f"{losses[-100:].mean():.2f}")
     '''),
     md(r"""
     ## The definitions
@@ -207,27 +222,35 @@ CELLS = [
     from lib.checks import CheckFailed, expect_close, expect_equal, expect_raises
     '''),
     check('''
-    expect_close("smooth([1, 2, 3, 4], 2)", smooth([1.0, 2.0, 3.0, 4.0], 2), np.array([1.0, 1.5, 2.5, 3.5]))
-    expect_close("smooth([1, 2, 3], 10)", smooth([1.0, 2.0, 3.0], 10), np.array([1.0, 1.5, 2.0]))
+    expect_close("smooth([1, 2, 3, 4], 2)", smooth([1.0, 2.0, 3.0, 4.0], 2),
+                 np.array([1.0, 1.5, 2.5, 3.5]))
+    expect_close("smooth([1, 2, 3], 10)", smooth([1.0, 2.0, 3.0], 10),
+                 np.array([1.0, 1.5, 2.0]))
     '''),
     check('''
-    expect_close("drop_rate([4, 3, 2.5, 2, 1.9], 2)", drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2),
-                 np.array([np.nan, np.nan, (4.0 - 2.75) / 2, (3.5 - 2.25) / 2, (2.75 - 1.95) / 2]))
+    expect_close("drop_rate([4, 3, 2.5, 2, 1.9], 2)",
+                 drop_rate([4.0, 3.0, 2.5, 2.0, 1.9], 2),
+                 np.array([np.nan, np.nan, (4.0 - 2.75) / 2, (3.5 - 2.25) / 2,
+                           (2.75 - 1.95) / 2]))
     '''),
     check('''
-    slopes = np.concatenate([[0.0], np.full(100, 0.02), np.full(500, 0.004), np.full(399, 0.0002)])  # (1000,)
+    slopes = np.concatenate([[0.0], np.full(100, 0.02), np.full(500, 0.004),
+                             np.full(399, 0.0002)])                 # (1000,)
     kinked = 5.0 - np.cumsum(slopes)
     expect_equal("find_phases(kinked, window=1, fast=0.5, plateau=0.1)",
                  find_phases(kinked, window=1, fast=0.5, plateau=0.1), (101, 601))
-    # a slow start (a warmup) before the fastest drop: the thresholds follow the largest rate
-    slopes = np.concatenate([[0.0], np.full(50, 0.002), np.full(100, 0.02), np.full(400, 0.004),
-                             np.full(400, 0.0002)])                 # (951,)
+    # a slow start (a warmup) before the fastest
+    # drop: the thresholds follow the largest rate
+    slopes = np.concatenate([[0.0], np.full(50, 0.002), np.full(100, 0.02),
+                             np.full(400, 0.004), np.full(400, 0.0002)])   # (951,)
     expect_equal("find_phases(slow start, fast drop, slower, plateau; window=1)",
-                 find_phases(5.0 - np.cumsum(slopes), window=1, fast=0.5, plateau=0.1), (151, 551))
-    expect_equal("find_phases(a straight line, window=10)",             # all fast: no end, no plateau
+                 find_phases(5.0 - np.cumsum(slopes), window=1, fast=0.5, plateau=0.1),
+                 (151, 551))
+    expect_equal("find_phases(a straight line, window=10)",   # all fast: no end, no plateau
                  find_phases(np.linspace(5, 2, 400), window=10), (None, None))
     for bad in (dict(window=0), dict(fast=0.1, plateau=0.5)):
-        expect_raises(f"find_phases(kinked, **{bad})", ValueError, find_phases, kinked, **bad)
+        expect_raises(f"find_phases(kinked, **{bad})", ValueError, find_phases, kinked,
+                      **bad)
     '''),
     md("""
     ## The plot
@@ -242,16 +265,18 @@ CELLS = [
 
     phases = find_phases(losses)
     end_fast, start_plateau = phases
-    print(f"phases (window 50, fast 0.3, plateau 0.03): fast drop until step {end_fast}, plateau from step {start_plateau}")
+    print(f"phases (window 50, fast 0.3, plateau 0.03): fast drop until step {end_fast}, "
+          f"plateau from step {start_plateau}")
     if end_fast is None or (start_plateau is not None and start_plateau <= end_fast):
-        raise CheckFailed(f"find_phases(losses): expected the end of the fast drop, then a later plateau "
-                          f"(or None), got {phases}")
+        raise CheckFailed("find_phases(losses): expected the end of the fast drop, then "
+                          f"a later plateau (or None), got {phases}")
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
     plot_phases(losses, phases, ax=axes[0])
     plot_phases(losses, phases, log=True, ax=axes[1])
     for ax in axes:
-        ax.plot(history["eval_step"], history["val_loss"], "o", ms=3, color="black", label="validation")
+        ax.plot(history["eval_step"], history["val_loss"], "o", ms=3, color="black",
+                label="validation")
     axes[0].set_title("linear"); axes[1].set_title("log scale")
     plt.tight_layout()
     plt.show()

@@ -9,20 +9,22 @@ import numpy as np
 
 
 def cross_entropy(logits, targets):
-    """Mean of -log softmax(logits)[target] over all B*T positions, and its gradient w.r.t. the logits.
-    logits (B, T, V), float32 or float64; targets (B, T) ints in [0, V), else ValueError.
-    -> (loss: float, dlogits (B, T, V) in the logits' dtype)"""
+    """Mean of -log softmax(logits)[target] over all B*T positions, and its gradient
+    w.r.t. the logits. logits (B, T, V), float32 or float64; targets (B, T) ints in
+    [0, V), else ValueError. -> (loss: float, dlogits (B, T, V) in the logits' dtype)"""
     raise NotImplementedError("exercise 5.1: write cross_entropy")
 
 
 def lr_at(step, lr, min_lr, warmup_iters, max_iters):
-    """The learning rate of step `step` (0-based): linear warmup, then cosine decay to min_lr. -> float"""
+    """The learning rate of step `step` (0-based): linear warmup, then cosine decay
+    to min_lr. -> float"""
     raise NotImplementedError("exercise 5.1: write lr_at")
 
 
-def adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
-    """One AdamW update of every parameter, in place. params, grads, exp_avg (m), exp_avg_sq (v):
-    {name: array}; step: this update's number, 1 for the first."""
+def adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.95),
+               eps=1e-8, weight_decay=0.1):
+    """One AdamW update of every parameter, in place. params, grads, exp_avg (m),
+    exp_avg_sq (v): {name: array}; step: this update's number, 1 for the first."""
     raise NotImplementedError("exercise 5.1: write adamw_step")
 '''
 
@@ -33,17 +35,20 @@ import numpy as np
 
 
 def cross_entropy(logits, targets):
-    """Mean of -log softmax(logits)[target] over all B*T positions, and its gradient w.r.t. the logits.
-    logits (B, T, V), float32 or float64; targets (B, T) ints in [0, V), else ValueError.
-    -> (loss: float, dlogits (B, T, V) in the logits' dtype)"""
+    """Mean of -log softmax(logits)[target] over all B*T positions, and its gradient
+    w.r.t. the logits. logits (B, T, V), float32 or float64; targets (B, T) ints in
+    [0, V), else ValueError. -> (loss: float, dlogits (B, T, V) in the logits' dtype)"""
     B, T, V = logits.shape
     targets = np.asarray(targets)
     if targets.shape != (B, T):
-        raise ValueError(f"targets must have shape {(B, T)} to match logits {logits.shape}, got {targets.shape}")
+        raise ValueError(f"targets must have shape {(B, T)} to match logits "
+                         f"{logits.shape}, got {targets.shape}")
     if targets.size and (targets.min() < 0 or targets.max() >= V):
-        raise ValueError(f"targets must lie in [0, {V}), got min {targets.min()} max {targets.max()}")
+        raise ValueError(f"targets must lie in [0, {V}), got min {targets.min()} max "
+                         f"{targets.max()}")
     z = logits.reshape(B * T, V)                              # (N, V), N = B * T
-    shifted = z - z.max(axis=-1, keepdims=True)               # (N, V): every exponent <= 0, none overflows
+    # (N, V): every exponent <= 0, none overflows
+    shifted = z - z.max(axis=-1, keepdims=True)
     log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))   # (N, V)
     rows, cols = np.arange(B * T), targets.reshape(-1)        # (N,), (N,)
     loss = -log_probs[rows, cols].mean()
@@ -54,7 +59,8 @@ def cross_entropy(logits, targets):
 
 
 def lr_at(step, lr, min_lr, warmup_iters, max_iters):
-    """The learning rate of step `step` (0-based): linear warmup, then cosine decay to min_lr. -> float"""
+    """The learning rate of step `step` (0-based): linear warmup, then cosine decay
+    to min_lr. -> float"""
     if step < warmup_iters:
         return lr * (step + 1) / warmup_iters
     if step >= max_iters:
@@ -68,19 +74,20 @@ def decays(name, p):
     return p.ndim == 2 and name.endswith(".weight")
 
 
-def adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
-    """One AdamW update of every parameter, in place. params, grads, exp_avg (m), exp_avg_sq (v):
-    {name: array}; step: this update's number, 1 for the first."""
+def adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.95),
+               eps=1e-8, weight_decay=0.1):
+    """One AdamW update of every parameter, in place. params, grads, exp_avg (m),
+    exp_avg_sq (v): {name: array}; step: this update's number, 1 for the first."""
     b1, b2 = betas
     for name, p in params.items():
         g, m, v = grads[name], exp_avg[name], exp_avg_sq[name]
         if decays(name, p):
-            p *= 1 - lr * weight_decay                        # decoupled: the gradient never sees it
+            p *= 1 - lr * weight_decay           # decoupled: the gradient never sees it
         m *= b1
-        m += (1 - b1) * g                                     # running mean of the gradient
+        m += (1 - b1) * g                        # running mean of the gradient
         v *= b2
-        v += (1 - b2) * g * g                                 # running mean of its square
-        m_hat = m / (1 - b1 ** step)                          # both start at 0: undo that bias
+        v += (1 - b2) * g * g                    # running mean of its square
+        m_hat = m / (1 - b1 ** step)             # both start at 0: undo that bias
         v_hat = v / (1 - b2 ** step)
         p -= lr * m_hat / (np.sqrt(v_hat) + eps)
 '''
@@ -175,17 +182,18 @@ CELLS = [
     logits = rng.normal(0, 2, (2, 3, 5))                       # (B, T, V) = (2, 3, 5)
     targets = rng.integers(0, 5, (2, 3))                       # (B, T)
     loss, dlogits = cross_entropy(logits, targets)
-    p = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)        # fine for small logits
+    p = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)  # fine for small logits
     plain = -np.mean(np.log(np.take_along_axis(p, targets[..., None], axis=-1)))
     expect_close("loss", loss, plain, rtol=1e-12)
     expect_shape("dlogits", dlogits, logits.shape, np.float64)
-    expect_grad("dlogits", lambda z: cross_entropy(z, targets)[0], lambda z: cross_entropy(z, targets)[1], logits,
-                axes="btv")
+    expect_grad("dlogits", lambda z: cross_entropy(z, targets)[0],
+                lambda z: cross_entropy(z, targets)[1], logits, axes="btv")
     '''),
     check('''
     huge = np.array([[[3e3, 0.0, -3e3], [1e4, 1e4 - 2.0, 0.0]]], np.float32)   # (1, 2, 3)
     loss, dlogits = cross_entropy(huge, np.array([[1, 1]]))
-    expect_close("loss of huge logits", loss, (3e3 + 2.0 + math.log1p(math.exp(-2.0))) / 2, rtol=1e-6)
+    expect_close("loss of huge logits", loss, (3e3 + 2.0 + math.log1p(math.exp(-2.0))) / 2,
+                 rtol=1e-6)
     expect_shape("dlogits of float32 logits", dlogits, huge.shape, np.float32)
     '''),
     md("""
@@ -194,11 +202,12 @@ CELLS = [
     check('''
     steps = np.arange(240)
     lrs = np.array([lr_at(s, 1e-2, 1e-3, 20, 200) for s in steps])
-    expect_close("warmup: steps 0, 9, 19", lrs[[0, 9, 19]], np.array([5e-4, 5e-3, 1e-2]), rtol=1e-12)
+    expect_close("warmup: steps 0, 9, 19", lrs[[0, 9, 19]], np.array([5e-4, 5e-3, 1e-2]),
+                 rtol=1e-12)
     '''),
     check('''
-    expect_close("cosine: steps 20, 110, 200, 239", lrs[[20, 110, 200, 239]], np.array([1e-2, 5.5e-3, 1e-3, 1e-3]),
-                 rtol=1e-12)
+    expect_close("cosine: steps 20, 110, 200, 239", lrs[[20, 110, 200, 239]],
+                 np.array([1e-2, 5.5e-3, 1e-3, 1e-3]), rtol=1e-12)
     plt.figure(figsize=(5, 2.5))
     plt.plot(steps, lrs)
     plt.xlabel("step"); plt.ylabel("learning rate")
@@ -210,7 +219,8 @@ CELLS = [
     (decay and no decay) and the same learning rate at every step.
     """),
     check('''
-    shapes = {"h.0.mlp.c_fc.weight": (6, 4), "h.0.mlp.c_fc.bias": (6,), "h.0.ln_2.weight": (4,), "wte.weight": (7, 4)}
+    shapes = {"h.0.mlp.c_fc.weight": (6, 4), "h.0.mlp.c_fc.bias": (6,),
+              "h.0.ln_2.weight": (4,), "wte.weight": (7, 4)}
     start = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
     target = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
     settings = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
@@ -219,12 +229,15 @@ CELLS = [
     exp_avg = {name: np.zeros_like(p) for name, p in params.items()}
     exp_avg_sq = {name: np.zeros_like(p) for name, p in params.items()}
     tensors = {name: torch.tensor(p, requires_grad=True) for name, p in start.items()}
-    groups = [{"params": [t for n, t in tensors.items() if t.ndim == 2], "weight_decay": 0.1},
-              {"params": [t for n, t in tensors.items() if t.ndim != 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [t for n, t in tensors.items() if t.ndim == 2], "weight_decay": 0.1},
+        {"params": [t for n, t in tensors.items() if t.ndim != 2], "weight_decay": 0.0},
+    ]
     reference = torch.optim.AdamW(groups, lr=1e-2, betas=(0.9, 0.95), eps=1e-8)
     for step in range(1, 51):
         lr = lr_at(step - 1, 1e-2, 1e-3, 10, 50)
-        grads = {name: p - target[name] for name, p in params.items()}   # the loss sum((p - target)^2) / 2
+        # the loss sum((p - target)^2) / 2
+        grads = {name: p - target[name] for name, p in params.items()}
         adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, **settings)
         for group in reference.param_groups:
             group["lr"] = lr
@@ -232,7 +245,8 @@ CELLS = [
             t.grad = t.detach() - torch.tensor(target[name])
         reference.step()
     for name, t in tensors.items():
-        expect_close(f"{name} after 50 steps", params[name], t.detach().numpy(), rtol=1e-9, atol=1e-12)
+        expect_close(f"{name} after 50 steps", params[name], t.detach().numpy(), rtol=1e-9,
+                     atol=1e-12)
     '''),
     md(r"""
     ## Your pieces train a model
@@ -261,15 +275,19 @@ CELLS = [
         yours.zero_grad()
         loss, dlogits = cross_entropy(yours.forward(x), y)
         yours.backward(dlogits)
-        adamw_step(params, yours.grads, exp_avg, exp_avg_sq, step + 1, lr_at(step, **schedule),
-                   betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
+        adamw_step(params, yours.grads, exp_avg, exp_avg_sq, step + 1,
+                   lr_at(step, **schedule), betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
         your_losses.append(loss)
 
     libs = GPT(config, seed=0, dtype=np.float64)
-    optimizer = AdamW(libs.named_parameters(), betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1)
-    lib_losses = [train_step(libs, optimizer, [(x, y)], lib_lr_at(step, **schedule), grad_clip=0)[0]
-                  for step, (x, y) in enumerate(batches)]
-    expect_close("losses, yours against lib's", np.array(your_losses), np.array(lib_losses), rtol=1e-9)
+    optimizer = AdamW(libs.named_parameters(), betas=(0.9, 0.99), eps=1e-8,
+                      weight_decay=0.1)
+    lib_losses = [
+        train_step(libs, optimizer, [(x, y)], lib_lr_at(step, **schedule), grad_clip=0)[0]
+        for step, (x, y) in enumerate(batches)
+    ]
+    expect_close("losses, yours against lib's", np.array(your_losses), np.array(lib_losses),
+                 rtol=1e-9)
     print(f"loss {your_losses[0]:.3f} -> {your_losses[-1]:.3f} in {len(batches)} steps")
     plt.figure(figsize=(5, 2.5))
     plt.plot(your_losses, label="yours"); plt.plot(lib_losses, "--", label="lib")

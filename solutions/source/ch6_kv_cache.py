@@ -10,10 +10,10 @@ class KVCache:
     """Keys and values of every layer, for one batch of sequences.
 
     KVCache(config, batch, dtype): `length` (positions stored so far) starts at 0.
-    update(layer, k, v): k and v are (B, H, T, D), the new positions of one layer; store them after
-    the `length` positions already there and return (keys, values) of that layer, each
-    (B, H, length + T, D), in the cache's dtype. update never changes `length`: the model adds T to
-    it after each forward pass."""
+    update(layer, k, v): k and v are (B, H, T, D), the new positions of one layer;
+    store them after the `length` positions already there and return (keys, values)
+    of that layer, each (B, H, length + T, D), in the cache's dtype. update never
+    changes `length`: the model adds T to it after each forward pass."""
 
     def __init__(self, config, batch, dtype=np.float32):
         raise NotImplementedError("exercise 6.1: write KVCache")
@@ -36,14 +36,16 @@ class KVCache:
     """Keys and values of every layer, for one batch of sequences.
 
     KVCache(config, batch, dtype): `length` (positions stored so far) starts at 0.
-    update(layer, k, v): k and v are (B, H, T, D), the new positions of one layer; store them after
-    the `length` positions already there and return (keys, values) of that layer, each
-    (B, H, length + T, D), in the cache's dtype. update never changes `length`: the model adds T to
-    it after each forward pass."""
+    update(layer, k, v): k and v are (B, H, T, D), the new positions of one layer;
+    store them after the `length` positions already there and return (keys, values)
+    of that layer, each (B, H, length + T, D), in the cache's dtype. update never
+    changes `length`: the model adds T to it after each forward pass."""
 
     def __init__(self, config, batch, dtype=np.float32):
-        shape = (batch, config.n_head, config.n_ctx, config.n_embd // config.n_head)  # (B, H, n_ctx, D)
-        self.k = [np.zeros(shape, dtype) for _ in range(config.n_layer)]   # written once, never copied
+        # (B, H, n_ctx, D)
+        shape = (batch, config.n_head, config.n_ctx, config.n_embd // config.n_head)
+        # written once, never copied
+        self.k = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
         self.v = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
         self.length = 0
 
@@ -51,7 +53,8 @@ class KVCache:
         end = self.length + k.shape[2]
         self.k[layer][:, :, self.length:end] = k
         self.v[layer][:, :, self.length:end] = v
-        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]   # (B, H, end, D) each
+        # (B, H, end, D) each
+        return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
 
 
 def generate_cached(model, idx, max_new_tokens):
@@ -59,9 +62,11 @@ def generate_cached(model, idx, max_new_tokens):
     idx: (B, T) int array -> (B, T + max_new_tokens) int array."""
     cache = KVCache(model.config, idx.shape[0], dtype=model.wte.weight.dtype)
     out = [idx]
-    new = idx                                              # (B, T): the prompt is the first "new" input
+    # (B, T): the prompt is the first "new" input
+    new = idx
     for step in range(max_new_tokens):
-        logits = model.forward(new, kv_cache=cache)        # (B, T_new, V); the cache grows by T_new
+        # (B, T_new, V); the cache grows by T_new
+        logits = model.forward(new, kv_cache=cache)
         new = logits[:, -1].argmax(axis=-1)[:, None]       # (B, 1)
         out.append(new)
     return np.concatenate(out, axis=1)                     # (B, T + max_new_tokens)
@@ -104,8 +109,10 @@ CELLS = [
     CONFIG = GPTConfig.small(n_ctx=256)
     NEW_TOKENS = 200
     model = GPT(CONFIG, seed=0, dtype=np.float64)
-    prompt = np.frombuffer(b"ROMEO:\\nBut soft, what light", np.uint8).astype(np.int64)[None]  # (1, T): bytes as ids
-    print(f"{CONFIG.n_layer} layers, {CONFIG.n_embd} wide, context {CONFIG.n_ctx}; prompt of {prompt.shape[1]} tokens")
+    # (1, T): bytes as ids
+    prompt = np.frombuffer(b"ROMEO:\\nBut soft, what light", np.uint8).astype(np.int64)[None]
+    print(f"{CONFIG.n_layer} layers, {CONFIG.n_embd} wide, context {CONFIG.n_ctx}; "
+          f"prompt of {prompt.shape[1]} tokens")
     '''),
     md(r"""
     ## The generator you are given
@@ -116,9 +123,11 @@ CELLS = [
     """),
     code('''
     def generate_nocache(model, idx, max_new_tokens):
-        """Greedy generation, recomputing everything: idx (B, T) -> (B, T + max_new_tokens)."""
+        """Greedy generation, recomputing everything:
+        idx (B, T) -> (B, T + max_new_tokens)."""
         for _ in range(max_new_tokens):
-            logits = model.forward(idx)                        # (B, T, V): every position, every step
+            # (B, T, V): every position, every step
+            logits = model.forward(idx)
             nxt = logits[:, -1].argmax(axis=-1)                # (B,)
             idx = np.concatenate([idx, nxt[:, None]], axis=1)  # (B, T + 1)
         return idx
@@ -171,7 +180,14 @@ CELLS = [
     the tokens of both generators, compared exactly.
     """),
     code('''
-    from lib.checks import CheckFailed, expect_close, expect_equal, expect_shape, watch, your_output
+    from lib.checks import (
+        CheckFailed,
+        expect_close,
+        expect_equal,
+        expect_shape,
+        watch,
+        your_output,
+    )
 
     rng = np.random.default_rng(0)
     H, D = CONFIG.n_head, CONFIG.head_dim
@@ -179,22 +195,29 @@ CELLS = [
     '''),
     check('''
     cache = KVCache(CONFIG, batch=1, dtype=np.float64)
-    stored = [np.zeros((1, H, 0, D))] * CONFIG.n_layer                  # what each layer holds so far
-    for step, T_new in enumerate([5, 1, 1], start=1):                   # a prefill of 5, two decode steps
+    stored = [np.zeros((1, H, 0, D))] * CONFIG.n_layer    # what each layer holds so far
+    for step, T_new in enumerate([5, 1, 1], start=1):     # a prefill of 5, two decode steps
         for layer in range(CONFIG.n_layer):
-            k = rng.standard_normal((1, H, T_new, D))                   # (B, H, T_new, D): new keys
+            k = rng.standard_normal((1, H, T_new, D))     # (B, H, T_new, D): new keys
             keys, values = cache.update(layer, k, 2 * k)
             stored[layer] = np.concatenate([stored[layer], k], axis=2)
             if keys.shape[2] != stored[layer].shape[2]:
-                raise CheckFailed(f"update {step} of layer {layer} returned {keys.shape[2]} positions; "
-                                  f"{stored[layer].shape[2]} are stored by then (length {cache.length} + {T_new} new)")
-            expect_shape(f"update {step}, layer {layer}: the keys' dtype", keys, stored[layer].shape, np.float64)
-            expect_close(f"update {step}, layer {layer}: the keys so far, in order", keys, stored[layer])
-            expect_close(f"update {step}, layer {layer}: the values so far, in order", values, 2 * stored[layer])
-        cache.length += T_new                                           # as GPT.forward does after its blocks
+                raise CheckFailed(f"update {step} of layer {layer} returned "
+                                  f"{keys.shape[2]} positions; {stored[layer].shape[2]} "
+                                  f"are stored by then (length {cache.length} + {T_new} "
+                                  "new)")
+            expect_shape(f"update {step}, layer {layer}: the keys' dtype", keys,
+                         stored[layer].shape, np.float64)
+            expect_close(f"update {step}, layer {layer}: the keys so far, in order", keys,
+                         stored[layer])
+            expect_close(f"update {step}, layer {layer}: the values so far, in order",
+                         values, 2 * stored[layer])
+        cache.length += T_new                         # as GPT.forward does after its blocks
         if cache.length != sum([5, 1, 1][:step]):
-            raise CheckFailed(f"cache.length is {cache.length} after {sum([5, 1, 1][:step])} positions: update "
-                              "must not change it (the model adds T after its forward pass)")
+            raise CheckFailed(
+                f"cache.length is {cache.length} after {sum([5, 1, 1][:step])} positions:"
+                " update must not change it (the model adds T after its forward pass)"
+            )
     print("ok: update returns every position stored so far, and leaves length alone")
     '''),
     check('''
@@ -202,7 +225,8 @@ CELLS = [
         """The model, with the number of positions of every forward call recorded."""
 
         def __init__(self, model):
-            self.model, self.config, self.wte, self.positions = model, model.config, model.wte, []
+            self.model, self.config, self.wte = model, model.config, model.wte
+            self.positions = []
 
         def forward(self, idx, **options):
             self.positions.append(idx.shape[1])
@@ -211,8 +235,8 @@ CELLS = [
 
     recorded = Recorded(model)
     generate_cached(recorded, prompts, 6)
-    expect_equal("positions fed to the model per call: the prompt once, then 1 per new token",
-                 recorded.positions, [10, 1, 1, 1, 1, 1])
+    expect_equal("positions fed to the model per call: the prompt once, then 1 per new "
+                 "token", recorded.positions, [10, 1, 1, 1, 1, 1])
     '''),
     check('''
     cache = KVCache(CONFIG, batch=1, dtype=np.float64)
@@ -221,7 +245,8 @@ CELLS = [
         model.forward(prompts[:1, 5:6], kv_cache=cache)                # then one at a time
     expect_equal("generate_cached(model, prompts, 30) against generate_nocache",
                  generate_cached(model, prompts, 30), generate_nocache(model, prompts, 30))
-    expect_equal("generate_cached(model, prompts, 0)", generate_cached(model, prompts, 0), prompts)
+    expect_equal("generate_cached(model, prompts, 0)", generate_cached(model, prompts, 0),
+                 prompts)
     '''),
     md(r"""
     ## The speed-up over 200 new tokens
@@ -240,7 +265,8 @@ CELLS = [
         """The model, with the time of every forward call recorded."""
 
         def __init__(self, model):
-            self.model, self.config, self.wte, self.seconds = model, model.config, model.wte, []
+            self.model, self.config, self.wte = model, model.config, model.wte
+            self.seconds = []
 
         def forward(self, idx, **options):
             start = time.perf_counter()
@@ -254,16 +280,23 @@ CELLS = [
         timed = Timed(model)
         tokens = generate(timed, prompt, NEW_TOKENS)
         runs[name] = (tokens, np.array(timed.seconds))
-    expect_equal(f"{NEW_TOKENS} tokens with the cache against without", runs["KV cache"][0], runs["no cache"][0])
+    expect_equal(f"{NEW_TOKENS} tokens with the cache against without", runs["KV cache"][0],
+                 runs["no cache"][0])
     total = {name: seconds.sum() for name, (_, seconds) in runs.items()}
-    print(f"{NEW_TOKENS} new tokens: {total['no cache']:.2f} s without the cache, {total['KV cache']:.2f} s with it: "
+    print(f"{NEW_TOKENS} new tokens: {total['no cache']:.2f} s without the cache, "
+          f"{total['KV cache']:.2f} s with it: "
           f"{total['no cache'] / total['KV cache']:.1f}x faster")
 
     plt.figure(figsize=(6, 3.5))
     for name, (_, seconds) in runs.items():
         plt.plot(1000 * seconds, label=f"{name} ({len(seconds)} forward calls)")
-    plt.xlabel("forward call"); plt.ylabel("ms"); plt.yscale("log"); plt.grid(alpha=0.3); plt.legend()
-    plt.title(f"cost of each step, {NEW_TOKENS} new tokens after a {prompt.shape[1]}-token prompt")
+    plt.xlabel("forward call")
+    plt.ylabel("ms")
+    plt.yscale("log")
+    plt.grid(alpha=0.3)
+    plt.legend()
+    plt.title(f"cost of each step, {NEW_TOKENS} new tokens after a "
+              f"{prompt.shape[1]}-token prompt")
     plt.show()
     '''),
     md(r"""

@@ -7,21 +7,23 @@ import numpy as np
 
 
 def top_k_filter(logits, k):
-    """logits (..., V) -> same shape and dtype: per row, the logits >= the k-th largest
-    (ties with it included) unchanged, the rest -inf. k >= V keeps all; k < 1: ValueError."""
+    """logits (..., V) -> same shape and dtype: per row, the logits >= the k-th
+    largest (ties with it included) unchanged, the rest -inf. k >= V keeps all;
+    k < 1: ValueError."""
     raise NotImplementedError("exercise 6.2: write top_k_filter")
 
 
 def top_p_filter(logits, p):
-    """logits (..., V) -> same shape and dtype: per row, the smallest set of most likely tokens
-    whose probability reaches p (ties with its last token included) unchanged, the rest -inf.
-    p = 1 keeps all; p outside (0, 1]: ValueError."""
+    """logits (..., V) -> same shape and dtype: per row, the smallest set of most
+    likely tokens whose probability reaches p (ties with its last token included)
+    unchanged, the rest -inf. p = 1 keeps all; p outside (0, 1]: ValueError."""
     raise NotImplementedError("exercise 6.2: write top_p_filter")
 
 
 def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
-    """logits (B, V) -> (B,) int token ids, one per row, drawn with rng (a numpy Generator).
-    temperature 0: the argmax. Otherwise: divide by the temperature, then top-k, then top-p."""
+    """logits (B, V) -> (B,) int token ids, one per row, drawn with rng (a numpy
+    Generator). temperature 0: the argmax. Otherwise: divide by the temperature, then
+    top-k, then top-p."""
     raise NotImplementedError("exercise 6.2: write sample")
 '''
 
@@ -29,14 +31,15 @@ ANSWER = '''
 import numpy as np
 
 
-def _softmax(z):                                           # (..., V) -> (..., V)
-    e = np.exp(z - z.max(axis=-1, keepdims=True))          # -inf -> 0; the max is finite
+def _softmax(z):                                          # (..., V) -> (..., V)
+    e = np.exp(z - z.max(axis=-1, keepdims=True))         # -inf -> 0; the max is finite
     return e / e.sum(axis=-1, keepdims=True)
 
 
 def top_k_filter(logits, k):
-    """logits (..., V) -> same shape and dtype: per row, the logits >= the k-th largest
-    (ties with it included) unchanged, the rest -inf. k >= V keeps all; k < 1: ValueError."""
+    """logits (..., V) -> same shape and dtype: per row, the logits >= the k-th
+    largest (ties with it included) unchanged, the rest -inf. k >= V keeps all;
+    k < 1: ValueError."""
     if int(k) != k or k < 1:
         raise ValueError(f"top-k needs an integer k >= 1, got {k!r}")
     logits = np.asarray(logits)
@@ -46,23 +49,27 @@ def top_k_filter(logits, k):
 
 
 def top_p_filter(logits, p):
-    """logits (..., V) -> same shape and dtype: per row, the smallest set of most likely tokens
-    whose probability reaches p (ties with its last token included) unchanged, the rest -inf.
-    p = 1 keeps all; p outside (0, 1]: ValueError."""
+    """logits (..., V) -> same shape and dtype: per row, the smallest set of most
+    likely tokens whose probability reaches p (ties with its last token included)
+    unchanged, the rest -inf. p = 1 keeps all; p outside (0, 1]: ValueError."""
     if not 0 < p <= 1:
         raise ValueError(f"top-p needs 0 < p <= 1, got {p!r}")
     logits = np.asarray(logits)
     probs = _softmax(logits.astype(np.float64))            # (..., V)
     desc = -np.sort(-probs, axis=-1)                       # (..., V), most likely first
-    before = np.cumsum(desc, axis=-1) - desc               # (..., V): probability of all tokens ahead
-    n_keep = (before < p).sum(axis=-1, keepdims=True)      # (..., 1); >= 1, since before[0] = 0
-    last = np.take_along_axis(desc, n_keep - 1, axis=-1)   # (..., 1): the least likely token kept
+    # (..., V): probability of all tokens ahead
+    before = np.cumsum(desc, axis=-1) - desc
+    # (..., 1); >= 1, since before[0] = 0
+    n_keep = (before < p).sum(axis=-1, keepdims=True)
+    # (..., 1): the least likely token kept
+    last = np.take_along_axis(desc, n_keep - 1, axis=-1)
     return np.where(probs >= last, logits, -np.inf).astype(logits.dtype)
 
 
 def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
-    """logits (B, V) -> (B,) int token ids, one per row, drawn with rng (a numpy Generator).
-    temperature 0: the argmax. Otherwise: divide by the temperature, then top-k, then top-p."""
+    """logits (B, V) -> (B,) int token ids, one per row, drawn with rng (a numpy
+    Generator). temperature 0: the argmax. Otherwise: divide by the temperature, then
+    top-k, then top-p."""
     logits = np.asarray(logits, np.float64)
     if temperature == 0:
         return logits.argmax(axis=-1)
@@ -71,9 +78,10 @@ def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
         z = top_k_filter(z, top_k)
     if top_p is not None:
         z = top_p_filter(z, top_p)
-    cdf = np.cumsum(_softmax(z), axis=-1)                  # (B, V)
-    u = rng.random((z.shape[0], 1)) * cdf[:, -1:]          # (B, 1): one uniform draw per row
-    ids = (cdf <= u).sum(axis=-1)                          # (B,): the first token whose cdf exceeds u
+    cdf = np.cumsum(_softmax(z), axis=-1)             # (B, V)
+    u = rng.random((z.shape[0], 1)) * cdf[:, -1:]     # (B, 1): one uniform draw per row
+    # (B,): the first token whose cdf exceeds u
+    ids = (cdf <= u).sum(axis=-1)
     return np.minimum(ids, z.shape[-1] - 1)
 '''
 
@@ -154,20 +162,24 @@ CELLS = [
     logits = np.log(probs)
     '''),
     check('''
-    expect_close("top_k_filter([1, 3, 2, 5], 2)", top_k_filter(np.array([1.0, 3.0, 2.0, 5.0]), 2),
+    expect_close("top_k_filter([1, 3, 2, 5], 2)",
+                 top_k_filter(np.array([1.0, 3.0, 2.0, 5.0]), 2),
                  np.array([ninf, 3.0, ninf, 5.0]))
-    expect_close("top_k_filter([1, 3, 2, 2], 2): both 2s tie with the 2nd largest, both stay",
-                 top_k_filter(np.array([1.0, 3.0, 2.0, 2.0]), 2), np.array([ninf, 3.0, 2.0, 2.0]))
-    expect_close("top_k_filter([[1, 2], [4, 3]], 5)", top_k_filter(np.array([[1.0, 2.0], [4.0, 3.0]]), 5),
+    expect_close("top_k_filter([1, 3, 2, 2], 2): both 2s tie with the 2nd largest, both "
+                 "stay", top_k_filter(np.array([1.0, 3.0, 2.0, 2.0]), 2),
+                 np.array([ninf, 3.0, 2.0, 2.0]))
+    expect_close("top_k_filter([[1, 2], [4, 3]], 5)",
+                 top_k_filter(np.array([[1.0, 2.0], [4.0, 3.0]]), 5),
                  np.array([[1.0, 2.0], [4.0, 3.0]]))
     '''),
     check('''
-    for p, kept in ((0.79, [1, 3]),                         # 0.5 + 0.3 reaches 0.79
-                    (0.81, [1, 2, 3]),                      # the token crossing 0.81 stays
-                    (1e-9, [1])):                           # the most likely token always stays
+    for p, kept in ((0.79, [1, 3]),                     # 0.5 + 0.3 reaches 0.79
+                    (0.81, [1, 2, 3]),                  # the token crossing 0.81 stays
+                    (1e-9, [1])):                       # the most likely token always stays
         want = np.full(4, ninf)
         want[kept] = logits[kept]
-        expect_close(f"top_p_filter(log([0.05, 0.5, 0.15, 0.3]), {p})", top_p_filter(logits, p), want)
+        expect_close(f"top_p_filter(log([0.05, 0.5, 0.15, 0.3]), {p})",
+                     top_p_filter(logits, p), want)
     '''),
     check('''
     expect_raises("top_k_filter(logits, 0)", ValueError, top_k_filter, logits, 0)
@@ -178,18 +190,23 @@ CELLS = [
     rng = np.random.default_rng(0)
     z = rng.normal(0, 2, 12)                                # (V,) = (12,)
     n = 20_000
-    for settings in (dict(temperature=0.8, top_k=5), dict(temperature=0.8, top_p=0.9), dict(temperature=1.3)):
-        expected = filtered_probs(z[None], **settings)[0]    # (V,) the course's sampler, same rules
-        counts = np.bincount(sample(np.tile(z, (n, 1)), rng, **settings), minlength=12)   # (V,)
-        sd = np.sqrt(n * expected * (1 - expected))          # 0 where a token is filtered out: its count must be 0
+    for settings in (dict(temperature=0.8, top_k=5), dict(temperature=0.8, top_p=0.9),
+                     dict(temperature=1.3)):
+        # (V,) the course's sampler, same rules
+        expected = filtered_probs(z[None], **settings)[0]
+        # (V,)
+        counts = np.bincount(sample(np.tile(z, (n, 1)), rng, **settings), minlength=12)
+        # 0 where a token is filtered out: its count must be 0
+        sd = np.sqrt(n * expected * (1 - expected))
         off = np.flatnonzero(np.abs(counts - n * expected) > 5 * sd)
         if len(off):
             i = off[0]
-            raise CheckFailed(f"sample(..., {settings}): token {i} drawn {counts[i]} times in {n:,}, "
-                              f"expected {n * expected[i]:.0f} +- {5 * sd[i]:.0f}")
+            raise CheckFailed(f"sample(..., {settings}): token {i} drawn {counts[i]} "
+                              f"times in {n:,}, expected {n * expected[i]:.0f} +- "
+                              f"{5 * sd[i]:.0f}")
         print(f"ok: frequencies of {n:,} samples, {settings}")
-    expect_equal("sample(3 equal rows, temperature=0)", sample(np.tile(z, (3, 1)), rng, temperature=0),
-                 [z.argmax()] * 3)
+    expect_equal("sample(3 equal rows, temperature=0)",
+                 sample(np.tile(z, (3, 1)), rng, temperature=0), [z.argmax()] * 3)
     '''),
     md("""
     ## A model to sample from
@@ -204,7 +221,8 @@ CELLS = [
 
     model = shakespeare_small("torch").to(DEVICE).eval()
     CONFIG = model.config
-    print(f"{CONFIG.n_layer} layers, {CONFIG.n_embd} wide, context {CONFIG.n_ctx}, vocabulary {CONFIG.vocab_size} bytes")
+    print(f"{CONFIG.n_layer} layers, {CONFIG.n_embd} wide, context {CONFIG.n_ctx}, "
+          f"vocabulary {CONFIG.vocab_size} bytes")
     '''),
     md(r"""
     ## Samples at temperature 0.8: no filter, top-k 50, top-p 0.95
@@ -233,7 +251,8 @@ CELLS = [
         for _ in range(NEW):
             logits = model(idx[:, -CONFIG.n_ctx:])[:, -1].double().cpu().numpy()   # (1, V)
             z = logits / settings["temperature"]
-            probs = np.exp(z - z.max()) / np.exp(z - z.max()).sum()           # (1, V) before filtering
+            # (1, V) before filtering
+            probs = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
             if "top_k" in settings:
                 z = top_k_filter(z, settings["top_k"])
             if "top_p" in settings:
@@ -242,7 +261,11 @@ CELLS = [
             removed.append(float(probs[~np.isfinite(z)].sum()))
             nxt = sample(logits, rng, **settings)                               # (1,)
             idx = torch.cat([idx, torch.as_tensor(nxt, device=DEVICE)[:, None]], dim=1)
-        return bytes(idx[0].tolist()).decode("utf-8", errors="replace"), np.array(kept), np.array(removed)
+        return (
+            bytes(idx[0].tolist()).decode("utf-8", errors="replace"),
+            np.array(kept),
+            np.array(removed),
+        )
 
 
     results = {}
@@ -254,21 +277,32 @@ CELLS = [
 
     (_, kept_k, cut_k), (_, kept_p, cut_p) = results["top-k 50"], results["top-p 0.95"]
     if kept_k.min() < 50 or np.median(kept_k) != 50:
-        raise CheckFailed(f"top-k 50 kept {kept_k.min()} to {kept_k.max()} tokens (median {np.median(kept_k)}); "
-                          "expected 50, or more where logits tie")
+        raise CheckFailed(
+            f"top-k 50 kept {kept_k.min()} to {kept_k.max()} tokens (median"
+            f" {np.median(kept_k)}); expected 50, or more where logits tie"
+        )
     if kept_p.min() < 1 or kept_p.max() > CONFIG.vocab_size or len(set(kept_p)) == 1:
-        raise CheckFailed(f"top-p 0.95 kept {kept_p.min()} to {kept_p.max()} tokens; expected between 1 and "
-                          f"{CONFIG.vocab_size}, varying with the model's confidence")
-    if cut_p.max() >= 0.05 + 1e-9:                          # top-p never removes more than 1 - p
-        raise CheckFailed(f"top-p 0.95 removed {cut_p.max():.4f} of the probability at step {cut_p.argmax()}; "
-                          "it never removes more than 0.05")
-    print(f"top-p 0.95 kept {kept_p.min()} to {kept_p.max()} tokens (median {np.median(kept_p):.0f}) of {CONFIG.vocab_size}")
-    print(f"probability removed per step, mean: top-k 50 {cut_k.mean():.4f}, top-p 0.95 {cut_p.mean():.4f}")
+        raise CheckFailed(f"top-p 0.95 kept {kept_p.min()} to {kept_p.max()} tokens; "
+                          f"expected between 1 and {CONFIG.vocab_size}, varying with the "
+                          "model's confidence")
+    if cut_p.max() >= 0.05 + 1e-9:                     # top-p never removes more than 1 - p
+        raise CheckFailed(
+            f"top-p 0.95 removed {cut_p.max():.4f} of the probability at step"
+            f" {cut_p.argmax()}; it never removes more than 0.05"
+        )
+    print(f"top-p 0.95 kept {kept_p.min()} to {kept_p.max()} tokens (median "
+          f"{np.median(kept_p):.0f}) of {CONFIG.vocab_size}")
+    print(f"probability removed per step, mean: top-k 50 {cut_k.mean():.4f}, top-p 0.95 "
+          f"{cut_p.mean():.4f}")
 
     plt.figure(figsize=(7, 3))
     plt.plot(kept_k, label="top-k 50")
     plt.plot(kept_p, label="top-p 0.95", alpha=0.8)
-    plt.yscale("log"); plt.xlabel("step"); plt.ylabel("tokens kept"); plt.legend(); plt.grid(alpha=0.3)
+    plt.yscale("log")
+    plt.xlabel("step")
+    plt.ylabel("tokens kept")
+    plt.legend()
+    plt.grid(alpha=0.3)
     plt.show()
     '''),
     md("""

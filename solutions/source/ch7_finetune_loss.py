@@ -9,11 +9,12 @@ import numpy as np
 def finetune_loss(hidden, logits, x, labels, weight, bias, lm_weight):
     """L3 = L2 + lm_weight * L1 on one batch, and its gradients.
 
-    hidden (B, T, C) and logits (B, T, V): the model's final hidden states and language-model
-    logits; x (B, T): the token ids; labels (B,): class indices in [0, K); weight (K, C) and
-    bias (K,): the classification head; lm_weight >= 0. Returns a dict with "loss" (L3),
-    "cls_loss" (L2), "lm_loss" (L1) as floats and the gradients of L3 "dhidden" (B, T, C),
-    "dlogits" (B, T, V), "dweight" (K, C), "dbias" (K,)."""
+    hidden (B, T, C) and logits (B, T, V): the model's final hidden states and
+    language-model logits; x (B, T): the token ids; labels (B,): class indices in [0,
+    K); weight (K, C) and bias (K,): the classification head; lm_weight >= 0. Returns
+    a dict with "loss" (L3), "cls_loss" (L2), "lm_loss" (L1) as floats and the
+    gradients of L3 "dhidden" (B, T, C), "dlogits" (B, T, V), "dweight" (K, C),
+    "dbias" (K,)."""
     raise NotImplementedError("exercise 7.1: write finetune_loss")
 '''
 
@@ -22,9 +23,10 @@ import numpy as np
 
 
 def mean_cross_entropy(z, targets):
-    """Mean of -log softmax(z)[target] over the rows of z (N, M), targets (N,) ints; and its
-    gradient w.r.t. z, (softmax - one_hot) / N."""
-    shifted = z - z.max(axis=-1, keepdims=True)              # (N, M): the largest is 0, so exp cannot overflow
+    """Mean of -log softmax(z)[target] over the rows of z (N, M), targets (N,) ints;
+    and its gradient w.r.t. z, (softmax - one_hot) / N."""
+    # (N, M): the largest is 0, so exp cannot overflow
+    shifted = z - z.max(axis=-1, keepdims=True)
     log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))  # (N, M)
     rows = np.arange(len(z))                                 # (N,)
     grad = np.exp(log_p)                                     # (N, M): softmax
@@ -35,11 +37,12 @@ def mean_cross_entropy(z, targets):
 def finetune_loss(hidden, logits, x, labels, weight, bias, lm_weight):
     """L3 = L2 + lm_weight * L1 on one batch, and its gradients.
 
-    hidden (B, T, C) and logits (B, T, V): the model's final hidden states and language-model
-    logits; x (B, T): the token ids; labels (B,): class indices in [0, K); weight (K, C) and
-    bias (K,): the classification head; lm_weight >= 0. Returns a dict with "loss" (L3),
-    "cls_loss" (L2), "lm_loss" (L1) as floats and the gradients of L3 "dhidden" (B, T, C),
-    "dlogits" (B, T, V), "dweight" (K, C), "dbias" (K,)."""
+    hidden (B, T, C) and logits (B, T, V): the model's final hidden states and
+    language-model logits; x (B, T): the token ids; labels (B,): class indices in [0,
+    K); weight (K, C) and bias (K,): the classification head; lm_weight >= 0. Returns
+    a dict with "loss" (L3), "cls_loss" (L2), "lm_loss" (L1) as floats and the
+    gradients of L3 "dhidden" (B, T, C), "dlogits" (B, T, V), "dweight" (K, C),
+    "dbias" (K,)."""
     B, T, C = hidden.shape
     V, K = logits.shape[-1], len(bias)
     labels = np.asarray(labels)
@@ -48,18 +51,21 @@ def finetune_loss(hidden, logits, x, labels, weight, bias, lm_weight):
     if not lm_weight >= 0:
         raise ValueError(f"lm_weight must be >= 0, got {lm_weight!r}")
     if labels.shape != (B,) or labels.min() < 0 or labels.max() >= K:
-        raise ValueError(f"labels must be {B} class indices in [0, {K}), got {labels!r}")
-    last = hidden[:, -1]                                     # (B, C): the classify token's state
+        raise ValueError(f"labels must be {B} class indices in [0, {K}), got "
+                         f"{labels!r}")
+    last = hidden[:, -1]                           # (B, C): the classify token's state
     scores = last @ weight.T + bias                          # (B, K)
     cls_loss, dscores = mean_cross_entropy(scores, labels)   # L2; (B, K)
     # L1: position t predicts token t + 1, so the last position predicts nothing
-    lm_loss, dlm = mean_cross_entropy(logits[:, :-1].reshape(-1, V), x[:, 1:].reshape(-1))  # (B (T-1), V)
+    lm_logits = logits[:, :-1].reshape(-1, V)                # (B (T-1), V)
+    lm_loss, dlm = mean_cross_entropy(lm_logits, x[:, 1:].reshape(-1))
     dlogits = np.zeros_like(logits)                          # (B, T, V)
     dlogits[:, :-1] = lm_weight * dlm.reshape(B, T - 1, V)
-    dhidden = np.zeros_like(hidden)                          # (B, T, C): the head read the last position only
+    # the head read the last position only
+    dhidden = np.zeros_like(hidden)                          # (B, T, C)
     dhidden[:, -1] = dscores @ weight                        # (B, C)
-    return {"loss": cls_loss + lm_weight * lm_loss, "cls_loss": cls_loss, "lm_loss": lm_loss,
-            "dhidden": dhidden, "dlogits": dlogits,
+    return {"loss": cls_loss + lm_weight * lm_loss, "cls_loss": cls_loss,
+            "lm_loss": lm_loss, "dhidden": dhidden, "dlogits": dlogits,
             "dweight": dscores.T @ last, "dbias": dscores.sum(axis=0)}   # (K, C), (K,)
 '''
 
@@ -132,13 +138,15 @@ CELLS = [
     """),
     code('''
     from lib.checks import expect_close, expect_grad, expect_raises, expect_shape
-    from lib.numpy_twin.train import cross_entropy        # chapter 5's, one (B, T, V) batch at a time
+    # chapter 5's, one (B, T, V) batch at a time
+    from lib.numpy_twin.train import cross_entropy
 
     rng = np.random.default_rng(1)
     B, T, C, V, K = 2, 4, 6, 9, 3
-    inputs = dict(hidden=rng.standard_normal((B, T, C)), logits=rng.standard_normal((B, T, V)),
-                  x=rng.integers(0, V, (B, T)), labels=np.array([2, 0]),
-                  weight=rng.standard_normal((K, C)), bias=rng.standard_normal(K), lm_weight=0.7)
+    inputs = dict(hidden=rng.standard_normal((B, T, C)),
+                  logits=rng.standard_normal((B, T, V)), x=rng.integers(0, V, (B, T)),
+                  labels=np.array([2, 0]), weight=rng.standard_normal((K, C)),
+                  bias=rng.standard_normal(K), lm_weight=0.7)
     '''),
     check('''
     out = finetune_loss(**inputs)
@@ -147,10 +155,12 @@ CELLS = [
                  out["dhidden"][:, :-1], np.zeros((B, T - 1, C)), axes="btc")
     '''),
     check('''
-    lm_loss, _ = cross_entropy(inputs["logits"][:, :-1], inputs["x"][:, 1:])   # position t predicts x[t + 1]
-    expect_close("lm_loss: each position predicts the next token", out["lm_loss"], lm_loss, rtol=1e-12)
-    expect_close("loss = cls_loss + lm_weight * lm_loss", out["loss"], out["cls_loss"] + 0.7 * out["lm_loss"],
+    # position t predicts x[t + 1]
+    lm_loss, _ = cross_entropy(inputs["logits"][:, :-1], inputs["x"][:, 1:])
+    expect_close("lm_loss: each position predicts the next token", out["lm_loss"], lm_loss,
                  rtol=1e-12)
+    expect_close("loss = cls_loss + lm_weight * lm_loss", out["loss"],
+                 out["cls_loss"] + 0.7 * out["lm_loss"], rtol=1e-12)
     '''),
     check('''
     for key, shape in (("dlogits", (B, T, V)), ("dweight", (K, C)), ("dbias", (K,))):
@@ -170,20 +180,25 @@ CELLS = [
     expect_close("loss with lm_weight = 0", no_lm["loss"], out["cls_loss"], rtol=1e-12)
     '''),
     check('''
-    big = {**inputs, "logits": 3000.0 * inputs["logits"], "weight": 800.0 * inputs["weight"]}   # thousands
+    big = {**inputs, "logits": 3000.0 * inputs["logits"],         # thousands
+           "weight": 800.0 * inputs["weight"]}
     huge = finetune_loss(**big)
     lm_loss, dlm = cross_entropy(big["logits"][:, :-1], big["x"][:, 1:])
     expect_close("lm_loss with large logits", huge["lm_loss"], lm_loss, rtol=1e-12)
-    expect_close("dlogits with large logits", huge["dlogits"][:, :-1], 0.7 * dlm, rtol=1e-9, atol=1e-15)
-    expect_shape("dhidden with large logits (finite)", huge["dhidden"][np.isfinite(huge["dhidden"])],
-                 (B * T * C,))
+    expect_close("dlogits with large logits", huge["dlogits"][:, :-1], 0.7 * dlm, rtol=1e-9,
+                 atol=1e-15)
+    expect_shape("dhidden with large logits (finite)",
+                 huge["dhidden"][np.isfinite(huge["dhidden"])], (B * T * C,))
     '''),
     check('''
-    expect_raises("a label of -1", ValueError, finetune_loss, **{**inputs, "labels": np.array([-1, 0])})
-    expect_raises("a label equal to K = 3", ValueError, finetune_loss, **{**inputs, "labels": np.array([3, 0])})
+    expect_raises("a label of -1", ValueError, finetune_loss,
+                  **{**inputs, "labels": np.array([-1, 0])})
+    expect_raises("a label equal to K = 3", ValueError, finetune_loss,
+                  **{**inputs, "labels": np.array([3, 0])})
     expect_raises("three labels for B = 2", ValueError, finetune_loss,
                   **{**inputs, "labels": np.array([0, 1, 2])})
-    expect_raises("lm_weight = -0.5", ValueError, finetune_loss, **{**inputs, "lm_weight": -0.5})
+    expect_raises("lm_weight = -0.5", ValueError, finetune_loss,
+                  **{**inputs, "lm_weight": -0.5})
     short = {key: inputs[key][:, :1] for key in ("hidden", "logits", "x")}   # T = 1
     expect_raises("T = 1", ValueError, finetune_loss, **{**inputs, **short})
     '''),
@@ -210,15 +225,18 @@ CELLS = [
     model.zero_grad()
     head.zero_grad()
     lib_losses = lib_finetune_loss(model, head, x, labels, 0.5)
-    want = {name: g.copy() for name, g in model.named_grads()}   # copies: zero_grad() clears the arrays
-    want.update({"head.weight": head.grads["weight"].copy(), "head.bias": head.grads["bias"].copy()})
+    # copies: zero_grad() clears the arrays
+    want = {name: g.copy() for name, g in model.named_grads()}
+    want.update({"head.weight": head.grads["weight"].copy(),
+                 "head.bias": head.grads["bias"].copy()})
 
     model.zero_grad()
     outputs = model.forward_outputs(x)
     logits, hidden = outputs.logits, outputs.hidden              # (B, T, V), (B, T, C)
     out = finetune_loss(hidden, logits, x, labels, head.weight, head.bias, 0.5)
     model.backward(out["dlogits"], dhidden=out["dhidden"])
-    got = {**dict(model.named_grads()), "head.weight": out["dweight"], "head.bias": out["dbias"]}
+    got = {**dict(model.named_grads()), "head.weight": out["dweight"],
+           "head.bias": out["dbias"]}
     expect_close("L3, L2, L1", np.array([out["loss"], out["cls_loss"], out["lm_loss"]]),
                  np.array(lib_losses), rtol=1e-12)
     for name in want:

@@ -7,27 +7,32 @@ import numpy as np
 
 
 def rope_cos_sin(start, T, head_dim, base, dtype):
-    """cos and sin of the angles of positions start .. start + T - 1, each (T, head_dim / 2), in dtype."""
+    """cos and sin of the angles of positions start .. start + T - 1, each (T,
+    head_dim / 2), in dtype."""
     raise NotImplementedError("exercise 8.1: write rope_cos_sin")
 
 
 def apply_rope(x, cos, sin):
-    """Rotate the pairs (x_i, x_{i + D/2}) of x (B, heads, T, D) by the angles of cos, sin (T, D/2)."""
+    """Rotate the pairs (x_i, x_{i + D/2}) of x (B, heads, T, D) by the angles of
+    cos, sin (T, D/2)."""
     raise NotImplementedError("exercise 8.1: write apply_rope")
 
 
 def apply_rope_backward(dy, cos, sin):
-    """The gradient w.r.t. apply_rope's x, given dy (B, heads, T, D), the gradient w.r.t. its output."""
+    """The gradient w.r.t. apply_rope's x, given dy (B, heads, T, D), the gradient
+    w.r.t. its output."""
     raise NotImplementedError("exercise 8.1: write apply_rope_backward")
 
 
 def rmsnorm(x, weight, eps):
-    """x (..., C) divided by its root mean square (eps inside the root), times weight (C,)."""
+    """x (..., C) divided by its root mean square (eps inside the root), times weight
+    (C,)."""
     raise NotImplementedError("exercise 8.1: write rmsnorm")
 
 
 def rmsnorm_backward(dy, x, weight, eps):
-    """(dx (..., C), dweight (C,)): the gradients w.r.t. rmsnorm's x and weight, given dy (..., C)."""
+    """(dx (..., C), dweight (C,)): the gradients w.r.t. rmsnorm's x and weight,
+    given dy (..., C)."""
     raise NotImplementedError("exercise 8.1: write rmsnorm_backward")
 '''
 
@@ -36,31 +41,38 @@ import numpy as np
 
 
 def rope_cos_sin(start, T, head_dim, base, dtype):
-    """cos and sin of the angles of positions start .. start + T - 1, each (T, head_dim / 2), in dtype."""
-    theta = base ** (-np.arange(0, head_dim, 2) / head_dim)          # (D/2,): pair i turns by theta_i per position
+    """cos and sin of the angles of positions start .. start + T - 1, each (T,
+    head_dim / 2), in dtype."""
+    # (D/2,): pair i turns by theta_i per position
+    theta = base ** (-np.arange(0, head_dim, 2) / head_dim)
     angles = np.arange(start, start + T)[:, None] * theta[None, :]   # (T, D/2)
     return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
 
 
 def apply_rope(x, cos, sin):
-    """Rotate the pairs (x_i, x_{i + D/2}) of x (B, heads, T, D) by the angles of cos, sin (T, D/2)."""
+    """Rotate the pairs (x_i, x_{i + D/2}) of x (B, heads, T, D) by the angles of
+    cos, sin (T, D/2)."""
     first, second = np.split(x, 2, axis=-1)                  # (B, heads, T, D/2) each
-    return np.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)  # (B, heads, T, D)
+    turned = [first * cos - second * sin, first * sin + second * cos]
+    return np.concatenate(turned, axis=-1)                   # (B, heads, T, D)
 
 
 def apply_rope_backward(dy, cos, sin):
-    """The gradient w.r.t. apply_rope's x, given dy (B, heads, T, D), the gradient w.r.t. its output."""
-    return apply_rope(dy, cos, -sin)                         # the transpose of a rotation turns it back
+    """The gradient w.r.t. apply_rope's x, given dy (B, heads, T, D), the gradient
+    w.r.t. its output."""
+    return apply_rope(dy, cos, -sin)         # the transpose of a rotation turns it back
 
 
 def rmsnorm(x, weight, eps):
-    """x (..., C) divided by its root mean square (eps inside the root), times weight (C,)."""
+    """x (..., C) divided by its root mean square (eps inside the root), times weight
+    (C,)."""
     rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)   # (..., 1)
     return x * rstd * weight
 
 
 def rmsnorm_backward(dy, x, weight, eps):
-    """(dx (..., C), dweight (C,)): the gradients w.r.t. rmsnorm's x and weight, given dy (..., C)."""
+    """(dx (..., C), dweight (C,)): the gradients w.r.t. rmsnorm's x and weight,
+    given dy (..., C)."""
     rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)   # (..., 1)
     xhat = x * rstd                                          # (..., C)
     dweight = (dy * xhat).reshape(-1, x.shape[-1]).sum(axis=0)          # (C,)
@@ -143,31 +155,37 @@ CELLS = [
     cos, sin = rope_cos_sin(0, T, D, 10000.0, np.float64)
     expect_shape("rope_cos_sin", cos, (T, D // 2), np.float64)
     expect_close("cos^2 + sin^2", cos ** 2 + sin ** 2, np.ones((T, D // 2)), rtol=1e-14)
-    c, s = rope_cos_sin(1, 1, 4, 100.0, np.float64)              # position 1, D = 4: angles theta_0, theta_1
-    expect_close("angles at position 1 with D = 4, base 100: theta_i = 100^(-2i/4) = 1, 0.1",
-                 np.arctan2(s, c), np.array([[1.0, 0.1]]), rtol=1e-12)
+    # position 1, D = 4: angles theta_0, theta_1
+    c, s = rope_cos_sin(1, 1, 4, 100.0, np.float64)
+    expect_close("angles at position 1 with D = 4, base 100: theta_i = 100^(-2i/4) = 1, "
+                 "0.1", np.arctan2(s, c), np.array([[1.0, 0.1]]), rtol=1e-12)
     '''),
     check('''
     e0 = np.zeros((1, 1, 1, D))
-    e0[..., 0] = 1.0                                             # only dimension 0 set
+    e0[..., 0] = 1.0                                       # only dimension 0 set
     c, s = rope_cos_sin(1, 1, D, 10000.0, np.float64)
     turned = np.zeros(D)
-    turned[0], turned[D // 2] = c[0, 0], s[0, 0]                 # pair (0, D/2) turned by theta_0
+    turned[0], turned[D // 2] = c[0, 0], s[0, 0]           # pair (0, D/2) turned by theta_0
     expect_close("apply_rope turns dimension 0 with dimension D/2 (the halves' pairs)",
                  apply_rope(e0, c, s)[0, 0, 0], turned, atol=1e-15)
     cos, sin = rope_cos_sin(0, T, D, 10000.0, np.float64)
     rq, rk = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    expect_close("rotations keep lengths", np.linalg.norm(rq, axis=-1), np.linalg.norm(q, axis=-1), rtol=1e-13)
-    later = rope_cos_sin(7, T, D, 10000.0, np.float64)           # the same positions, 7 later
+    expect_close("rotations keep lengths", np.linalg.norm(rq, axis=-1),
+                 np.linalg.norm(q, axis=-1), rtol=1e-13)
+    later = rope_cos_sin(7, T, D, 10000.0, np.float64)         # the same positions, 7 later
     expect_close("scores depend on the offset only",
                  apply_rope(q, *later) @ np.swapaxes(apply_rope(k, *later), -1, -2),
                  rq @ np.swapaxes(rk, -1, -2), rtol=1e-12, atol=1e-12)
     '''),
     check('''
     spans = [(0, 4), (4, 5), (5, 6)]
-    pieces = [apply_rope(q[:, :, a:b], *rope_cos_sin(a, b - a, D, 10000.0, np.float64)) for a, b in spans]
+    pieces = [
+        apply_rope(q[:, :, a:b], *rope_cos_sin(a, b - a, D, 10000.0, np.float64))
+        for a, b in spans
+    ]
     whole = apply_rope(q, *rope_cos_sin(0, T, D, 10000.0, np.float64))
-    expect_close("positions in pieces (start > 0)", np.concatenate(pieces, axis=2), whole, rtol=1e-14)
+    expect_close("positions in pieces (start > 0)", np.concatenate(pieces, axis=2), whole,
+                 rtol=1e-14)
     '''),
     check('''
     dy = rng.standard_normal((B, H, T, D))
@@ -178,16 +196,16 @@ CELLS = [
     check('''
     cos32, sin32 = rope_cos_sin(3, T, D, 500.0, np.float32)
     expect_shape("rope_cos_sin in float32", cos32, (T, D // 2), np.float32)
-    expect_shape("apply_rope keeps float32", apply_rope(q.astype(np.float32), cos32, sin32), (B, H, T, D),
-                 np.float32)
+    expect_shape("apply_rope keeps float32", apply_rope(q.astype(np.float32), cos32, sin32),
+                 (B, H, T, D), np.float32)
     '''),
     check('''
     x4 = np.array([[1.0, 2.0, 3.0, 4.0]])                        # mean 2.5, mean square 7.5
-    expect_close("rmsnorm([1, 2, 3, 4]) = x / sqrt(7.5): no mean is subtracted", rmsnorm(x4, np.ones(4), 0.0),
-                 x4 / np.sqrt(7.5), rtol=1e-12)
+    expect_close("rmsnorm([1, 2, 3, 4]) = x / sqrt(7.5): no mean is subtracted",
+                 rmsnorm(x4, np.ones(4), 0.0), x4 / np.sqrt(7.5), rtol=1e-12)
     y = rmsnorm(x, np.full(8, 1.5), 1e-5)
-    expect_close("rms of the output with weight 1.5", np.sqrt((y * y).mean(axis=-1)), np.full((2, 4), 1.5),
-                 rtol=1e-4)
+    expect_close("rms of the output with weight 1.5", np.sqrt((y * y).mean(axis=-1)),
+                 np.full((2, 4), 1.5), rtol=1e-4)
     '''),
     check('''
     g, dy = rng.standard_normal(8), rng.standard_normal(x.shape)
@@ -195,8 +213,9 @@ CELLS = [
                 lambda v: rmsnorm_backward(dy, v, g, 1e-5)[0], x, axes="btc")
     expect_grad("rmsnorm_backward: dweight", lambda w: (rmsnorm(x, w, 1e-5) * dy).sum(),
                 lambda w: rmsnorm_backward(dy, x, w, 1e-5)[1], g)
-    small = 1e-3 * x                                             # eps is not negligible here
-    expect_grad("rmsnorm_backward on small vectors", lambda v: (rmsnorm(v, g, 1e-5) * dy).sum(),
+    small = 1e-3 * x                                            # eps is not negligible here
+    expect_grad("rmsnorm_backward on small vectors",
+                lambda v: (rmsnorm(v, g, 1e-5) * dy).sum(),
                 lambda v: rmsnorm_backward(dy, v, g, 1e-5)[0], small, axes="btc")
     '''),
     md("""
@@ -228,13 +247,16 @@ CELLS = [
 
     @contextmanager
     def your_functions():
-        saved = nm.rope_cos_sin, nm.apply_rope, nm.apply_rope_backward, nm.RMSNorm.forward, nm.RMSNorm.backward
-        nm.rope_cos_sin, nm.apply_rope, nm.apply_rope_backward = rope_cos_sin, apply_rope, apply_rope_backward
+        saved = (nm.rope_cos_sin, nm.apply_rope, nm.apply_rope_backward,
+                 nm.RMSNorm.forward, nm.RMSNorm.backward)
+        nm.rope_cos_sin, nm.apply_rope = rope_cos_sin, apply_rope
+        nm.apply_rope_backward = apply_rope_backward
         nm.RMSNorm.forward, nm.RMSNorm.backward = yours_forward, yours_backward
         try:
             yield
         finally:
-            nm.rope_cos_sin, nm.apply_rope, nm.apply_rope_backward, nm.RMSNorm.forward, nm.RMSNorm.backward = saved
+            (nm.rope_cos_sin, nm.apply_rope, nm.apply_rope_backward,
+             nm.RMSNorm.forward, nm.RMSNorm.backward) = saved
 
 
     def logits_and_grads(model, idx, dlogits):
@@ -244,10 +266,11 @@ CELLS = [
         return logits, {name: g.copy() for name, g in model.named_grads()}
 
 
-    config = GPTConfig(vocab_size=50, n_ctx=16, n_layer=2, n_head=2, n_embd=16, norm="rmsnorm", position="rope")
+    config = GPTConfig(vocab_size=50, n_ctx=16, n_layer=2, n_head=2, n_embd=16,
+                       norm="rmsnorm", position="rope")
     model = GPT(config, seed=5, dtype=np.float64)
-    idx = rng.integers(0, 50, (2, 12))                           # (B, T)
-    dlogits = rng.standard_normal((2, 12, 50))                   # a random loss: sum(logits * dlogits)
+    idx = rng.integers(0, 50, (2, 12))                # (B, T)
+    dlogits = rng.standard_normal((2, 12, 50))        # a random loss: sum(logits * dlogits)
     want_logits, want = logits_and_grads(model, idx, dlogits)
     with your_functions():
         got_logits, got = logits_and_grads(model, idx, dlogits)

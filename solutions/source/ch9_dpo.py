@@ -6,13 +6,15 @@ STUB = '''
 import numpy as np
 
 
-def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta):
+def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp,
+             ref_rejected_logp, beta):
     """DPO's loss over a batch of B preference pairs, and its gradient.
 
-    The four arguments are (B,) arrays of log-probabilities of whole responses: the policy's and
-    the frozen reference's, for the chosen and the rejected response of each pair; beta > 0.
-    Returns (loss, (d_policy_chosen, d_policy_rejected, d_ref_chosen, d_ref_rejected)): the loss
-    a float, each gradient a (B,) array in the inputs' dtype."""
+    The four arguments are (B,) arrays of log-probabilities of whole responses: the
+    policy's and the frozen reference's, for the chosen and the rejected response of
+    each pair; beta > 0. Returns (loss, (d_policy_chosen, d_policy_rejected,
+    d_ref_chosen, d_ref_rejected)): the loss a float, each gradient a (B,) array in
+    the inputs' dtype."""
     raise NotImplementedError("exercise 9.2: write dpo_loss")
 '''
 
@@ -20,23 +22,29 @@ ANSWER = '''
 import numpy as np
 
 
-def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp, beta):
+def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp,
+             ref_rejected_logp, beta):
     """DPO's loss over a batch of B preference pairs, and its gradient.
 
-    The four arguments are (B,) arrays of log-probabilities of whole responses: the policy's and
-    the frozen reference's, for the chosen and the rejected response of each pair; beta > 0.
-    Returns (loss, (d_policy_chosen, d_policy_rejected, d_ref_chosen, d_ref_rejected)): the loss
-    a float, each gradient a (B,) array in the inputs' dtype."""
-    logps = [np.asarray(a) for a in (policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_rejected_logp)]
+    The four arguments are (B,) arrays of log-probabilities of whole responses: the
+    policy's and the frozen reference's, for the chosen and the rejected response of
+    each pair; beta > 0. Returns (loss, (d_policy_chosen, d_policy_rejected,
+    d_ref_chosen, d_ref_rejected)): the loss a float, each gradient a (B,) array in
+    the inputs' dtype."""
+    logps = [np.asarray(a) for a in (policy_chosen_logp, policy_rejected_logp,
+                                     ref_chosen_logp, ref_rejected_logp)]
     if len({a.shape for a in logps}) != 1 or logps[0].ndim != 1 or len(logps[0]) == 0:
-        raise ValueError(f"expected four (B,) arrays of one shape, B >= 1; got {[a.shape for a in logps]}")
+        raise ValueError("expected four (B,) arrays of one shape, B >= 1; got "
+                         f"{[a.shape for a in logps]}")
     if not beta > 0:
         raise ValueError(f"beta must be > 0, got {beta!r}")
     pc, pr, rc, rr = (a.astype(np.float64) for a in logps)
-    z = beta * ((pc - rc) - (pr - rr))                       # (B,): beta times the margin
-    loss = float(np.mean(np.logaddexp(0.0, -z)))             # -log sigmoid(z) = log(1 + e^-z), no overflow
-    sigmoid_minus_z = 0.5 * (1.0 - np.tanh(0.5 * z))         # sigmoid(-z), finite for any z
-    g = (-beta * sigmoid_minus_z / len(z)).astype(logps[0].dtype)   # (B,): dloss / d policy_chosen
+    z = beta * ((pc - rc) - (pr - rr))                   # (B,): beta times the margin
+    # -log sigmoid(z) = log(1 + e^-z), no overflow
+    loss = float(np.mean(np.logaddexp(0.0, -z)))
+    sigmoid_minus_z = 0.5 * (1.0 - np.tanh(0.5 * z))     # sigmoid(-z), finite for any z
+    # (B,): dloss / d policy_chosen
+    g = (-beta * sigmoid_minus_z / len(z)).astype(logps[0].dtype)
     return loss, (g, -g, -g, g)
 '''
 
@@ -100,12 +108,14 @@ CELLS = [
 
     rng = np.random.default_rng(92)
     B, beta = 5, 0.5
-    logps = [rng.standard_normal(B) * 3 for _ in range(4)]    # policy chosen, rejected; reference chosen, rejected
+    # policy chosen, rejected; reference chosen, rejected
+    logps = [rng.standard_normal(B) * 3 for _ in range(4)]
     '''),
     check('''
     loss, grads = dpo_loss(*logps, beta)
     z = beta * ((logps[0] - logps[2]) - (logps[1] - logps[3]))
-    expect_close("the loss: the mean of -log sigmoid(z)", loss, np.mean(-np.log(1 / (1 + np.exp(-z)))), rtol=1e-12)
+    expect_close("the loss: the mean of -log sigmoid(z)", loss,
+                 np.mean(-np.log(1 / (1 + np.exp(-z)))), rtol=1e-12)
     '''),
     check('''
     names = ("d_policy_chosen", "d_policy_rejected", "d_ref_chosen", "d_ref_rejected")
@@ -116,21 +126,26 @@ CELLS = [
             return dpo_loss(*(value if j == k else a for j, a in enumerate(logps)), beta)[0]
 
         def grad_of(value, k=k):
-            return dpo_loss(*(value if j == k else a for j, a in enumerate(logps)), beta)[1][k]
+            return dpo_loss(*(value if j == k else a for j, a in enumerate(logps)),
+                            beta)[1][k]
 
         expect_grad(f"{name} against central differences", loss_of, grad_of, logps[k])
     '''),
     check('''
-    pc, pr, zero = np.array([0.0, 0.0, -1.0]), np.array([-5000.0, 5000.0, -1.0]), np.zeros(3)   # z = 5000, -5000, 0
+    # z = 5000, -5000, 0
+    pc, pr = np.array([0.0, 0.0, -1.0]), np.array([-5000.0, 5000.0, -1.0])
+    zero = np.zeros(3)
     loss, grads = dpo_loss(pc, pr, zero, zero, 1.0)
-    expect_close("the loss at margins +5000, -5000, 0", loss, (0.0 + 5000.0 + np.log(2.0)) / 3, rtol=1e-12)
-    expect_close("d_policy_chosen at margins +5000, -5000, 0", grads[0], np.array([0.0, -1.0, -0.5]) / 3,
-                 rtol=1e-12, atol=1e-15)
+    expect_close("the loss at margins +5000, -5000, 0", loss,
+                 (0.0 + 5000.0 + np.log(2.0)) / 3, rtol=1e-12)
+    expect_close("d_policy_chosen at margins +5000, -5000, 0", grads[0],
+                 np.array([0.0, -1.0, -0.5]) / 3, rtol=1e-12, atol=1e-15)
     '''),
     check('''
     expect_raises("beta = 0", ValueError, dpo_loss, *logps, 0.0)
     expect_raises("beta = -0.1", ValueError, dpo_loss, *logps, -0.1)
-    expect_raises("a rejected array of 4 for B = 5", ValueError, dpo_loss, logps[0], logps[1][:4], logps[2], logps[3], beta)
+    expect_raises("a rejected array of 4 for B = 5", ValueError, dpo_loss, logps[0],
+                  logps[1][:4], logps[2], logps[3], beta)
     '''),
     md("""
     ## Compare with lib

@@ -7,19 +7,21 @@ import numpy as np
 
 
 def lora_forward(x, weight, bias, A, B, alpha):
-    """y = x W^T + b + (alpha / r) x A^T B^T. x (..., in); weight (out, in); bias (out,) or
-    None; A (r, in); B (out, r). Returns y (..., out) in x's dtype."""
+    """y = x W^T + b + (alpha / r) x A^T B^T. x (..., in); weight (out, in); bias
+    (out,) or None; A (r, in); B (out, r). Returns y (..., out) in x's dtype."""
     raise NotImplementedError("exercise 9.1: write lora_forward")
 
 
 def lora_backward(dy, x, weight, A, B, alpha):
-    """The gradients of a loss L with respect to x, A and B, given dy = dL/dy (..., out):
-    returns (dx (..., in), dA (r, in), dB (out, r)). W and b are frozen: no gradient for them."""
+    """The gradients of a loss L with respect to x, A and B, given dy = dL/dy (...,
+    out): returns (dx (..., in), dA (r, in), dB (out, r)). W and b are frozen: no
+    gradient for them."""
     raise NotImplementedError("exercise 9.1: write lora_backward")
 
 
 def lora_merge(weight, A, B, alpha):
-    """The merged weight W + (alpha / r) B A (out, in), for inference without the extra product."""
+    """The merged weight W + (alpha / r) B A (out, in), for inference without the
+    extra product."""
     raise NotImplementedError("exercise 9.1: write lora_merge")
 '''
 
@@ -30,39 +32,45 @@ import numpy as np
 def _check(weight, A, B):
     n_out, n_in = weight.shape
     r = A.shape[0]
-    if A.ndim != 2 or B.ndim != 2 or A.shape != (r, n_in) or B.shape != (n_out, r) or r < 1:
-        raise ValueError(f"expected A (r, {n_in}) and B ({n_out}, r) with the same r >= 1 for a weight "
-                         f"{weight.shape}; got A {A.shape} and B {B.shape}")
+    if (A.ndim != 2 or B.ndim != 2 or A.shape != (r, n_in) or B.shape != (n_out, r)
+            or r < 1):
+        raise ValueError(f"expected A (r, {n_in}) and B ({n_out}, r) with the same r "
+                         f">= 1 for a weight {weight.shape}; got A {A.shape} and B "
+                         f"{B.shape}")
     return r
 
 
 def lora_forward(x, weight, bias, A, B, alpha):
-    """y = x W^T + b + (alpha / r) x A^T B^T. x (..., in); weight (out, in); bias (out,) or
-    None; A (r, in); B (out, r). Returns y (..., out) in x's dtype."""
+    """y = x W^T + b + (alpha / r) x A^T B^T. x (..., in); weight (out, in); bias
+    (out,) or None; A (r, in); B (out, r). Returns y (..., out) in x's dtype."""
     r = _check(weight, A, B)
     x2 = x.reshape(-1, x.shape[-1])                          # (N, in)
-    y = x2 @ weight.T + (alpha / r) * ((x2 @ A.T) @ B.T)     # (N, out): x A^T is (N, r), small
+    # (N, out): x A^T is (N, r), small
+    y = x2 @ weight.T + (alpha / r) * ((x2 @ A.T) @ B.T)
     if bias is not None:
         y = y + bias
     return y.reshape(*x.shape[:-1], -1).astype(x.dtype)      # (..., out)
 
 
 def lora_backward(dy, x, weight, A, B, alpha):
-    """The gradients of a loss L with respect to x, A and B, given dy = dL/dy (..., out):
-    returns (dx (..., in), dA (r, in), dB (out, r)). W and b are frozen: no gradient for them."""
+    """The gradients of a loss L with respect to x, A and B, given dy = dL/dy (...,
+    out): returns (dx (..., in), dA (r, in), dB (out, r)). W and b are frozen: no
+    gradient for them."""
     r = _check(weight, A, B)
     s = alpha / r
-    dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])   # (N, out), (N, in)
-    u = x2 @ A.T                                             # (N, r)
-    du = s * (dy2 @ B)                                       # (N, r)
-    dB = s * (dy2.T @ u)                                     # (out, r)
-    dA = du.T @ x2                                           # (r, in)
-    dx = dy2 @ weight + du @ A                               # (N, in): through W and through the update
+    # (N, out), (N, in)
+    dy2, x2 = dy.reshape(-1, dy.shape[-1]), x.reshape(-1, x.shape[-1])
+    u = x2 @ A.T                             # (N, r)
+    du = s * (dy2 @ B)                       # (N, r)
+    dB = s * (dy2.T @ u)                     # (out, r)
+    dA = du.T @ x2                           # (r, in)
+    dx = dy2 @ weight + du @ A               # (N, in): through W and through the update
     return dx.reshape(x.shape).astype(x.dtype), dA.astype(A.dtype), dB.astype(B.dtype)
 
 
 def lora_merge(weight, A, B, alpha):
-    """The merged weight W + (alpha / r) B A (out, in), for inference without the extra product."""
+    """The merged weight W + (alpha / r) B A (out, in), for inference without the
+    extra product."""
     r = _check(weight, A, B)
     return (weight + (alpha / r) * (B @ A)).astype(weight.dtype)
 '''
@@ -137,16 +145,18 @@ CELLS = [
     '''),
     check('''
     x32, w32, b32, A32 = (a.astype(np.float32) for a in (x, weight, bias, A))
-    fresh = lora_forward(x32, w32, b32, A32, np.zeros((n_out, r), np.float32), alpha)   # B = 0
+    # B = 0
+    fresh = lora_forward(x32, w32, b32, A32, np.zeros((n_out, r), np.float32), alpha)
     expect_shape("y in float32", fresh, (2, 3, n_out), np.float32)
-    expect_close("a fresh layer (B = 0) is its base layer", fresh, x32 @ w32.T + b32, rtol=1e-5, axes="btc")
+    expect_close("a fresh layer (B = 0) is its base layer", fresh, x32 @ w32.T + b32,
+                 rtol=1e-5, axes="btc")
     '''),
     check('''
     dx, dA, dB = lora_backward(dy, x, weight, A, B, alpha)
     for name, got, like in (("dx", dx, x), ("dA", dA, A), ("dB", dB, B)):
         expect_shape(name, got, like.shape, np.float64)
-    loss = lambda **kw: float((lora_forward(**{**dict(x=x, weight=weight, bias=bias, A=A, B=B, alpha=alpha), **kw})
-                               * dy).sum())
+    inputs = dict(x=x, weight=weight, bias=bias, A=A, B=B, alpha=alpha)
+    loss = lambda **kw: float((lora_forward(**{**inputs, **kw}) * dy).sum())
     expect_grad("dx against central differences", lambda v: loss(x=v),
                 lambda v: lora_backward(dy, v, weight, A, B, alpha)[0], x)
     expect_grad("dA against central differences", lambda v: loss(A=v),
@@ -157,18 +167,18 @@ CELLS = [
     check('''
     merged = lora_merge(weight, A, B, alpha)
     expect_shape("the merged weight", merged, (n_out, n_in), np.float64)
-    expect_close("x W'^T + b against lora_forward", x @ merged.T + bias, lora_forward(x, weight, bias, A, B, alpha),
-                 rtol=1e-12, axes="btc")
+    expect_close("x W'^T + b against lora_forward", x @ merged.T + bias,
+                 lora_forward(x, weight, bias, A, B, alpha), rtol=1e-12, axes="btc")
     '''),
     check('''
-    expect_raises("A with 6 inputs for a weight with 5", ValueError, lora_forward, x, weight, bias,
-                  rng.standard_normal((r, 6)), B, alpha)
-    expect_raises("A of rank 3 and B of rank 2", ValueError, lora_backward, dy, x, weight, A,
-                  rng.standard_normal((n_out, 2)), alpha)
+    expect_raises("A with 6 inputs for a weight with 5", ValueError, lora_forward, x,
+                  weight, bias, rng.standard_normal((r, 6)), B, alpha)
+    expect_raises("A of rank 3 and B of rank 2", ValueError, lora_backward, dy, x, weight,
+                  A, rng.standard_normal((n_out, 2)), alpha)
     expect_raises("B with 5 outputs for a weight with 4", ValueError, lora_merge, weight, A,
                   rng.standard_normal((5, r)), alpha)
-    expect_raises("rank 0 (A with no rows, B with no columns)", ValueError, lora_forward, x, weight, bias,
-                  np.zeros((0, n_in)), np.zeros((n_out, 0)), alpha)
+    expect_raises("rank 0 (A with no rows, B with no columns)", ValueError, lora_forward, x,
+                  weight, bias, np.zeros((0, n_in)), np.zeros((n_out, 0)), alpha)
     '''),
     md("""
     ## Compare with lib
