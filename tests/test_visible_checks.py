@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "solutions"))
 import build_notebooks  # noqa: E402  (solutions/ is a folder of scripts, not a package)
 
-# The book is read at 1280 px, where a code cell holds about 88 characters of its monospace font
-# before it scrolls sideways (black's default width, too): every line of a code cell that an
-# exercise page shows, in the student's notebook and in the solved one, stays within it.
+# Code the book shows fits a page read at 1280 px, about 88 characters a line (the developers'
+# guide); a longer line makes its cell scroll sideways. Every line of a code cell that an exercise
+# page shows, in the student's notebook and in the solved one, stays within it.
 LINE_LIMIT = 88
 
 
