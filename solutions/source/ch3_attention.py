@@ -173,8 +173,8 @@ CELLS = [
     for j in range(1, 6):
         later = x.copy()
         later[:, j] += 1.0
-        # (j,)
-        moved = np.abs(causal_self_attention(later, *weights, 2) - y)[0, :j].max(axis=-1)
+        change = np.abs(causal_self_attention(later, *weights, 2) - y)   # (B, T, C)
+        moved = change[0, :j].max(axis=-1)                               # (j,)
         if (moved > 1e-12).any():
             raise CheckFailed(
                 f"position {int(np.argmax(moved > 1e-12))} changes when position {j} does:"
