@@ -192,7 +192,7 @@ CELLS = [
     n = 20_000
     for settings in (dict(temperature=0.8, top_k=5), dict(temperature=0.8, top_p=0.9),
                      dict(temperature=1.3)):
-        expected = filtered_probs(z[None], **settings)[0]    # (V,): lib's sampler's odds
+        expected = filtered_probs(z[None], **settings)[0]    # (V,): lib's probabilities
         draws = sample(np.tile(z, (n, 1)), rng, **settings)  # (n,)
         counts = np.bincount(draws, minlength=12)            # (V,)
         # 0 where a token is filtered out: its count must be 0
