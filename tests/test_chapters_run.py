@@ -39,3 +39,14 @@ def test_every_cell_of_the_chapter_ran_without_an_error(built_book, chapter):
     raised = [(i, o.get("ename"), o.get("evalue")) for i, c in enumerate(cells) for o in c.get("outputs", [])
               if o.get("output_type") == "error" and ALLOWED_TO_RAISE not in c.metadata.get("tags", [])]
     assert not raised, f"{chapter.name}: cells raised in the book build: {raised}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_every_figure_the_chapter_shows_is_in_the_page(built_book, chapter):
+    """A cell that calls plt.show() leaves an image in the executed notebook, which the page
+    shows: a figure that draws nowhere (a kernel on a non-inline backend) fails here, not silently."""
+    cells = [c for c in executed(built_book, chapter).cells if c.cell_type == "code" and "plt.show()" in c.source]
+    blank = [i for i, c in enumerate(cells)
+             if not any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+    assert not blank, f"{chapter.name}: of its {len(cells)} cells that call plt.show(), {blank} show no image"

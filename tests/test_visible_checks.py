@@ -14,15 +14,16 @@ import contextlib
 import copy
 import importlib.util
 import io
-import os
 import sys
 import warnings
 from pathlib import Path
 
+import matplotlib
 import nbformat
 import pytest
 
-os.environ.setdefault("MPLBACKEND", "Agg")                 # plots draw nowhere
+matplotlib.use("Agg")        # the cells' plots draw nowhere, in this process only (not in the kernels
+                             # of the book build or nbval, which it starts later)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "solutions"))

@@ -14,6 +14,7 @@ Before anything else it checks that the results the install step computes ahead 
 (`missing_results`) are in the cache: chapters 7's and 9's experiments take minutes, longer than
 the build gives one cell, so a cold cache stops the build at once with the command to run first.
 """
+import os
 import shutil
 import subprocess
 import sys
@@ -62,7 +63,10 @@ def main():
     cmd = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()", *JB_ARGS]
     print("build_book:", " ".join(["jb", *JB_ARGS]), flush=True)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # The kernels draw figures with Jupyter's inline backend; an MPLBACKEND in the environment
+    # (Agg, as headless scripts set it) would make every plt.show() draw nothing into the pages.
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
     lines = []
     for line in proc.stdout:
