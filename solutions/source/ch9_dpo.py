@@ -52,8 +52,8 @@ CELLS = [
     md(r"""
     # Exercise 9.2: the DPO loss and its gradient
 
-    It follows [chapter 7](../chapters/07_finetuning.ipynb), which fine-tunes a model on labelled examples. DPO
-    {cite}`rafailov2023direct` tunes a model on preference pairs, a chosen and a rejected response to
+    This exercise follows [chapter 9](../chapters/09_post_training.ipynb), whose last tuning is DPO
+    {cite}`rafailov2023direct`: it tunes a model on preference pairs, a chosen and a rejected response to
     the same prompt, with a loss on the log-probabilities of the two responses under the model being
     tuned (the policy, $\pi$) and under a frozen reference ($\pi_\text{ref}$):
 

@@ -79,8 +79,10 @@ CELLS = [
     md(r"""
     # Exercise 9.1: LoRA's forward, backward and merge
 
-    It follows [chapter 7](../chapters/07_finetuning.ipynb), which fine-tunes every weight of a model. LoRA
-    {cite}`hu2022lora` fine-tunes a frozen linear layer through a low-rank update beside it:
+    This exercise follows [chapter 9](../chapters/09_post_training.ipynb), which instruction-tunes
+    the small model twice: every weight, as [chapter 7](../chapters/07_finetuning.ipynb) fine-tunes,
+    and through LoRA {cite}`hu2022lora`, which fine-tunes a frozen linear layer through a low-rank
+    update beside it:
 
     $$y = x W^\top + b + \frac{\alpha}{r}\, x A^\top B^\top,$$
 
