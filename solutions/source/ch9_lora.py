@@ -80,7 +80,7 @@ CELLS = [
     # Exercise 9.1: LoRA's forward, backward and merge
 
     This exercise follows [chapter 9](../chapters/09_post_training.ipynb), which instruction-tunes
-    the small model twice: every weight, as [chapter 7](../chapters/07_finetuning.ipynb) fine-tunes,
+    the small model both ways: every weight, as [chapter 7](../chapters/07_finetuning.ipynb) fine-tunes,
     and through LoRA {cite}`hu2022lora`, which fine-tunes a frozen linear layer through a low-rank
     update beside it:
 
