@@ -18,9 +18,9 @@ on its own page lib's answer may only come after the checks, collapsed (a cell t
 A page shows a later chapter's feature when its code (open or collapsed) holds one of
 EARLY_FEATURES' patterns and the page comes before the chapter that teaches it: no KV cache
 before chapter 6, no dropout before chapter 5, no RoPE or grouped key/value heads before 8.
-The tracebacks that an exercise's stubs raise through lib (the book runs the unfilled
-exercise) are not code the page shows, so that check leaves them out; the answer check reads
-them too.
+A traceback that a page prints is not code the page shows, so that check leaves it out; the
+answer check reads it too (a traceback through lib shows lib's source lines). The book does not
+execute the exercise pages, so their unfilled stubs print none.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
     python tools/build_book.py
 
 Removes the previous build (so no page of an older toc lingers, and no warning is hidden
-by Sphinx's incremental build: every page is read and every notebook executed again), then
+by Sphinx's incremental build: every page is read and every chapter executed again), then
 runs `jb build` nitpicky (`-n`: every broken reference warns) and failing on any warning
 (`-W`, with `--keep-going` to report them all). The first step of the build
 (tools/book_ext.py) fetches the offline assets when they are missing

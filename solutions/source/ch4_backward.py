@@ -248,8 +248,9 @@ CELLS = [
     ## Compare with lib
 
     On a float32 model of the small preset, yours and lib's agree to float32 rounding. lib's own
-    LayerNorm and block backward passes are in the collapsed cell after it: open it once your
-    checks pass.
+    LayerNorm backward is in the collapsed cell after it: open it once your checks pass. (Its
+    block backward is the reference of exercise 4.4, where you build the block again from your
+    own pieces.)
     """),
     uses('''
     small = nt.GPT(GPTConfig.small(), seed=0)                 # float32, 4 blocks, 128 wide
@@ -269,7 +270,7 @@ CELLS = [
     collapsed('''
     from lib.display import show
 
-    show(nt.LayerNorm.backward, nt.Block.backward)
+    show(nt.LayerNorm.backward)
     '''),
     md("""
     ## Going further

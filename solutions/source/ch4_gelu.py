@@ -228,20 +228,11 @@ CELLS = [
     ## Your GELU inside the model
 
     The numpy twin's MLP keeps its activation and the activation's derivative as two attributes,
-    `act` and `act_backward`, chosen from the config. These are the lines of its forward and
-    backward passes that use them:
-
-    ```python
-    # MLP.forward
-    h, c_fc_cache = self.c_fc.forward(x)                 # (B, T, F)
-    a = self.act(h)                                      # (B, T, F)
-    out, c_proj_cache = self.c_proj.forward(a)           # (B, T, C)
-
-    # MLP.backward
-    da = self.c_proj.backward(dout, c_proj_cache)        # (B, T, F)
-    dh = self.act_backward(da, h)                        # (B, T, F)
-    return self.c_fc.backward(dh, c_fc_cache)            # (B, T, C)
-    ```
+    `act` and `act_backward`, chosen from the config. Its forward pass applies `self.act` to the
+    output of the first linear layer, `h` $(B, T, 4C)$, and passes the result to the second;
+    its backward pass, between the two layers' backward passes, calls `self.act_backward(da, h)`
+    with `da`, the gradient that the second layer's backward returns. (Exercise 4.4 has you write
+    the MLP's whole forward and backward yourself.)
     """),
     md(r"""
     `act_backward(dy, h)` receives the gradient of the loss with respect to the activation's output,
