@@ -160,6 +160,7 @@ def failed_cell(nb):
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_notebook_runs_in_colab_after_its_setup_cell(colab, notebook):
     from jupyter_client import AsyncKernelManager
+    from jupyter_core.utils import run_sync
     from jupyter_client.kernelspec import KernelSpecManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -168,12 +169,17 @@ def test_notebook_runs_in_colab_after_its_setup_cell(colab, notebook):
     nb = nbformat.read(path, as_version=4)
     setup_cell.setup_cell(nb, path).source = colab["setup"]
     specs = KernelSpecManager(kernel_dirs=[str(colab["tmp"] / "kernels")])
-    client = NotebookClient(nb, timeout=600, km=AsyncKernelManager(kernel_name="colab", kernel_spec_manager=specs),
-                            resources={"metadata": {"path": str(colab["tmp"] / "content")}})
+    km = AsyncKernelManager(kernel_name="colab", kernel_spec_manager=specs)
+    client = NotebookClient(nb, timeout=600, km=km, resources={"metadata": {"path": str(colab["tmp"] / "content")}})
     try:
         client.execute(env=colab["env"])
     except CellExecutionError:
         pytest.fail(f"{notebook}, {failed_cell(nb)}", pytrace=False)
+    finally:
+        # nbclient leaves a kernel manager it was given running: stop the kernel here, so that a
+        # kernel still computing (a cell past its timeout) cannot slow every test after this one.
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
     printed = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
                       for out in cell.get("outputs", []) if out.get("output_type") == "stream")
     assert "course ready in" in printed, "the setup cell did not run its Colab branch"
