@@ -9,8 +9,8 @@ CELLS, a list built with the helpers below:
 - graded(stub, answer): a cell tagged `graded:<name>`, the only code the grader runs;
 - task(stub, answer): student work that is not graded (a plot, say);
 - uses(src): code that calls the student's functions. In the student's notebook it is tagged
-  `raises-exception`, since the stubs raise NotImplementedError there (Jupyter Book and nbval
-  then accept the error); in the solution it must run cleanly.
+  `raises-exception`, since the stubs raise NotImplementedError there (nbval then accepts the
+  error; the book does not execute the exercise pages); in the solution it must run cleanly.
 - check(src): a visible check, a `uses` cell that tests one thing; tests/test_visible_checks.py
   runs the wrong answers of fixtures/wrong.py through them (each check must catch one of them,
   each of them must be caught);

