@@ -14,7 +14,10 @@ One run grades one student's submission: the notebooks given.
    is graded for neither ("duplicated", 0); one of the assignment that no file names is
    "missing" (0); a file that names none is an error.
 2. In that notebook, the code cells tagged `graded:<name>` are joined, in order; nothing else
-   of the notebook runs.
+   of the notebook runs. A capstone (exercise 6.3, `Exercise.builds_on`) also takes the graded
+   cells of the student's notebooks of the exercises it builds on, from the same submission:
+   they run in the sandbox too and give the capstone its `parts`; without them it is
+   "missing-pieces" (0).
 3. The hidden tests for <name> (`solutions/hidden_tests/<name>.py`, see grader/spec.py) give the
    calls to make and their inputs, written into a fresh folder as JSON.
 4. `grader/runner.py` runs the cells and the calls inside bubblewrap (grader/sandbox.py), as an
@@ -48,7 +51,7 @@ This file only gathers their public names.
 """
 from __future__ import annotations
 
-from .grading import DEFAULT_TESTS, grade_exercise, grade_notebook, grade_submission, load_hidden_tests
+from .grading import DEFAULT_TESTS, grade_exercise, grade_notebook, grade_submission, load_hidden_tests, pieces_of
 from .judging import gate, judge, read_answers
 from .notebooks import (MAX_NOTEBOOK_BYTES, TAG_PREFIX, NotebookError, book_number, exercise_for, graded_code,
                         read_notebook)
@@ -58,6 +61,6 @@ from .sandbox import SandboxUnavailable
 
 __all__ = ["DEFAULT_TESTS", "MAX_NOTEBOOK_BYTES", "MAX_TEXT", "TAG_PREFIX", "ExerciseResult", "NotebookError",
            "NotebookResult", "SandboxUnavailable", "Submission", "TestResult", "as_dict", "book_number",
-           "exercise_for", "gate", "grade_exercise", "grade_notebook", "grade_submission", "graded_code",
+           "exercise_for", "gate", "grade_exercise", "grade_notebook", "grade_submission", "graded_code", "pieces_of",
            "judge", "load_hidden_tests", "max_score", "printable", "read_answers", "read_notebook", "report",
            "submission_from_dict"]

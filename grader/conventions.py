@@ -271,7 +271,86 @@ def drive_train_loop(fn, args, kwargs):
     return [_copy(history), steps, evaluations]
 
 
+# ---- exercise 6.3, the capstone ----------------------------------------------------------------------
+CONFIG_FIELDS = ("vocab_size", "n_ctx", "n_layer", "n_head", "n_embd")
+
+
+def _deep_copy(value):
+    """A returned value with every array in it copied (tuples, lists and dicts walked)."""
+    if isinstance(value, (list, tuple)):
+        return [_deep_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    return _copy(value)
+
+
+def _hf_folder(files):
+    """A new folder under /tmp holding {"config.json": dict, "model.safetensors": {key: array}}."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from safetensors.numpy import save_file
+
+    folder = Path(tempfile.mkdtemp(prefix="gpt2-"))
+    (folder / "config.json").write_text(json.dumps(files["config.json"]), encoding="utf-8")
+    save_file(files["model.safetensors"], str(folder / "model.safetensors"))
+    return folder
+
+
+def drive_load(fn, args, kwargs):
+    """Exercise 6.3's `load_gpt2(folder)` on a Hugging Face folder written from `files`.
+    Returns [the returned config's fields, the returned params]."""
+    files, = args
+    config, params = fn(_hf_folder(files), **kwargs)
+    return [{k: getattr(config, k) for k in CONFIG_FIELDS}, _deep_copy(dict(params))]
+
+
+def drive_load_logits(fn, args, kwargs):
+    """`load_gpt2(folder)` as in drive_load, then the logits of the student's own gpt_forward
+    (the capstone's `parts`) on the loaded weights for the ids `idx`."""
+    files, idx = args
+    config, params = fn(_hf_folder(files), **kwargs)
+    parts = fn.__globals__["parts"]
+    return _copy(parts.gpt_forward(idx, params, config, parts)[0])
+
+
+def drive_twice(fn, args, kwargs):
+    """The function called twice with the same arguments, as a training loop calls it step after
+    step. Returns [what the first call returned, what the second did], each copied at once."""
+    first = _deep_copy(fn(*args, **kwargs))
+    return [first, _deep_copy(fn(*args, **kwargs))]
+
+
+def drive_train(fn, args, kwargs):
+    """Exercise 6.3's `train(params, config, train_ids, val_ids, settings)` with
+    `settings = lib.config.TrainConfig(**fields)`. Returns [the history, the params after]."""
+    from lib.config import TrainConfig
+
+    params, config, train_ids, val_ids, fields = args
+    settings = TrainConfig(**{**fields, "betas": tuple(fields["betas"])})
+    history = fn(params, config, train_ids, val_ids, settings, **kwargs)
+    return [_deep_copy(history), params]
+
+
+def drive_cached(fn, args, kwargs):
+    """Exercise 6.3's `forward_cached(idx, params, config, cache)`, chunk after chunk of idx
+    (`bounds`: [[start, end], ...]) on one cache, the student's own 6.1 KVCache (the capstone's
+    `parts.KVCache(config, B, dtype=params' dtype)`). Returns per chunk [the logits,
+    cache.length after]."""
+    params, config, idx, bounds = args
+    parts = fn.__globals__["parts"]
+    cache = parts.KVCache(config, idx.shape[0], dtype=params["wte.weight"].dtype)
+    out = []
+    for start, end in bounds:
+        logits = fn(idx[:, start:end], params, config, cache, **kwargs)
+        out.append([_copy(logits), int(cache.length)])
+    return out
+
+
 DRIVERS = {"call": drive_call, "kvcache": drive_kvcache, "block_backward": drive_block_backward,
            "accumulate": drive_accumulate, "train_step": drive_train_step,
            "estimate_loss": drive_estimate_loss, "train_loop": drive_train_loop,
-           "adamw": drive_adamw, "parts": drive_parts, "parts_backward": drive_parts_backward}
+           "adamw": drive_adamw, "parts": drive_parts, "parts_backward": drive_parts_backward,
+           "load": drive_load, "load_logits": drive_load_logits, "twice": drive_twice, "train": drive_train,
+           "cached": drive_cached}

@@ -82,7 +82,11 @@ def cpu_limit(seconds: float, timeout: float | None) -> int:
     return max(1, int(seconds if timeout is None else min(seconds, timeout)))
 
 
-def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden) -> ExerciseResult:
+def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden,
+                   pieces: dict | None = None) -> ExerciseResult:
+    """Run the exercise's hidden tests on `code` (its graded cells), group by group, and score
+    them. pieces: for an exercise that builds on earlier ones, {exercise: graded cells' source}
+    of the student's own notebooks of them (see pieces_of)."""
     exercise: Exercise = module.EXERCISE
     tests = module.tests()
     result = ExerciseResult(exercise.notebook, exercise.title, "graded", "", max_score=sum(t.points for t in tests),
@@ -103,8 +107,11 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
             verdicts.update((i, Verdict(False, f"not run: {unloadable[1]}")) for i in members)
             continue
         jobs = _jobs([tests[i] for i in members])
+        job = {"exercise": exercise.notebook, "tests": jobs}
+        if exercise.builds_on:
+            job["pieces"] = {"sources": pieces or {}, "names": {ex: list(names) for ex, names in exercise.builds_on.items()}}
         with tempfile.TemporaryDirectory(prefix="grade-") as root:
-            box = sandbox.make_box(Path(root), code, {"exercise": exercise.notebook, "tests": jobs}, exercise.blocked)
+            box = sandbox.make_box(Path(root), code, job, exercise.blocked)
             shutil.copy(CONVENTIONS, box / "conventions.py")
             (box / "conventions.py").chmod(0o644)                   # readable by the sandbox's user
             run = sandbox.run(box, masked=exercise.masked, forbidden=forbidden, cpu_seconds=limit,
@@ -135,11 +142,44 @@ def _forbidden(tests_dir) -> list[Path]:
             Path(__file__).resolve().parent]                            # the grader itself
 
 
+def pieces_of(module, handed_in: dict) -> tuple[dict, str]:
+    """The graded cells of the student's notebooks that an exercise builds on (module.EXERCISE.
+    builds_on), from handed_in ({exercise: path}, the notebooks handed in with it): ({exercise:
+    source}, "") or ({}, why not, in one line)."""
+    sources, missing = {}, []
+    for ex in module.EXERCISE.builds_on:
+        if ex not in handed_in:
+            missing.append(ex)
+            continue
+        try:
+            sources[ex] = graded_code(read_notebook(handed_in[ex]), ex)
+        except NotebookError as exc:
+            return {}, clip(f"its piece from exercise {ex} cannot be read ({Path(handed_in[ex]).name}: {exc})")
+        if not sources[ex].strip():
+            return {}, clip(f"your notebook of exercise {ex} ({Path(handed_in[ex]).name}) has no cell tagged "
+                            f"{TAG_PREFIX}{ex}")
+    if missing:
+        return {}, clip(f"it builds on your notebooks of {', '.join(missing)}: hand them in with it, one "
+                        f"each (python -m grader exercises/*.ipynb grades them together)")
+    return sources, ""
+
+
+def _without_pieces(module, why: str) -> ExerciseResult:
+    tests = module.tests()
+    ex = module.EXERCISE
+    result = ExerciseResult(ex.notebook, ex.title, "missing-pieces", why, max_score=sum(t.points for t in tests),
+                            number=book_number(ex.notebook))
+    result.tests = [TestResult(t.name, t.points, False, "not graded: the pieces it builds on are missing")
+                    for t in tests]
+    return result
+
+
 def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=4096,
-                   hidden=None) -> NotebookResult:
+                   hidden=None, handed_in=None) -> NotebookResult:
     """Grade the notebook on `exercise` (a name of the hidden tests; by default the one its file
-    name names). A notebook that cannot be graded gives a result with an error; only a sandbox
-    that cannot start raises (SandboxUnavailable)."""
+    name names). handed_in: {exercise: path} of the notebooks handed in with it, where an
+    exercise that builds on earlier ones finds them. A notebook that cannot be graded gives a
+    result with an error; only a sandbox that cannot start raises (SandboxUnavailable)."""
     hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
     exercise = exercise or exercise_for(path, hidden)
     if exercise is None:
@@ -148,8 +188,12 @@ def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None
         return NotebookResult(str(path), None, printable(f"no hidden tests for exercise {exercise!r}"))
     try:
         code = graded_code(read_notebook(path), exercise)
+        pieces, why = pieces_of(hidden[exercise], handed_in or {})
+        if why:
+            return NotebookResult(str(path), _without_pieces(hidden[exercise], why))
         return NotebookResult(str(path), grade_exercise(code, hidden[exercise], timeout=timeout,
-                                                        memory_mb=memory_mb, forbidden=_forbidden(tests_dir)))
+                                                        memory_mb=memory_mb, forbidden=_forbidden(tests_dir),
+                                                        pieces=pieces))
     except NotebookError as exc:
         return NotebookResult(str(path), None, clip(f"cannot read the notebook: {exc}"))
     except SandboxUnavailable:
@@ -175,6 +219,7 @@ def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT
     if unknown:
         raise ValueError(f"the assignment names exercises without hidden tests: {unknown}")
     counts = Counter(named)
+    handed_in = {ex: path for path, ex in zip(paths, named) if ex is not None and counts[ex] == 1}
     notebooks = []
     for path, ex in zip(paths, named):
         module = hidden.get(ex)
@@ -190,7 +235,7 @@ def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT
                 max_score=max_score(module), number=book_number(ex))))
         else:
             notebooks.append(grade_notebook(path, ex, tests_dir=tests_dir, timeout=timeout,
-                                            memory_mb=memory_mb, hidden=hidden))
+                                            memory_mb=memory_mb, hidden=hidden, handed_in=handed_in))
     missing = [ExerciseResult(ex, hidden[ex].EXERCISE.title, "missing", "no notebook handed in names it",
                               max_score=max_score(hidden[ex]), number=book_number(ex))
                for ex in assignment if ex not in named]

@@ -27,7 +27,8 @@ class TestResult:
 class ExerciseResult:
     exercise: str                # the exercise's name, its notebook's (ch4_gelu)
     title: str
-    status: str                  # graded | no-graded-cells | load-error | timeout | crashed | duplicated | missing
+    status: str                  # graded | no-graded-cells | missing-pieces | load-error | timeout | crashed |
+                                 # duplicated | missing
     message: str
     score: int = 0
     max_score: int = 0

@@ -2,9 +2,11 @@
 
     python -s -B /grade/runner.py          (started by grader/sandbox.py, never by hand)
 
-Reads /grade/job.json (the tests: function, driver, encoded arguments) and /grade/student.py
-(the graded cells); how each test calls the graded definitions is /grade/conventions.py's (the
-drivers of grader/conventions.py, copied beside this file). Writes one JSON line per test to the answers pipe (the file descriptor in
+Reads /grade/job.json (the tests: function, driver, encoded arguments; for a capstone, also the
+graded cells of the student's earlier exercises, which become the namespace's `parts`) and
+/grade/student.py (the graded cells); how each test calls the graded definitions is
+/grade/conventions.py's (the drivers of grader/conventions.py, copied beside this file). Writes
+one JSON line per test to the answers pipe (the file descriptor in
 $GRADE_ANSWERS_FD), flushing after each, so a crash or a timeout keeps the answers given so far:
 first {"id": "__start__"} (the sandbox works; from here on, what fails is the graded code's),
 then "__load__" (the graded cells ran), one record per test, and "__done__". It judges nothing:
@@ -177,6 +179,9 @@ def main():
         source = f.read()
     namespace = {"__name__": "__graded__", "__builtins__": builtins}
     try:
+        if job.get("pieces"):                               # a capstone: the student's earlier cells
+            from lib.handin import parts_from_sources
+            namespace["parts"] = parts_from_sources(job["pieces"]["sources"], job["pieces"]["names"])
         exec(compile(source, "<graded cells>", "exec"), namespace)
     except BaseException as exc:                             # SystemExit, KeyboardInterrupt included
         write({"id": "__load__", "ok": False, "error": error_record(exc)})

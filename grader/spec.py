@@ -56,13 +56,17 @@ class Exercise:
     cells must define. blocked: lib names that answer the exercise, stubbed in the sandbox's copy
     of lib ("module:name", "module:Class.method", or "module:*" for every def and class).
     masked: installed packages hidden from the sandbox. groups: CPU seconds allowed per group of
-    tests (each group runs in a sandbox of its own, loading the graded cells afresh)."""
+    tests (each group runs in a sandbox of its own, loading the graded cells afresh).
+    builds_on: {earlier exercise: (function names, ...)}: the pieces a capstone calls as
+    `parts.name`, taken from the graded cells of the student's own notebooks of those
+    exercises, handed in with it (lib.handin.parts_from_sources builds `parts` in the sandbox)."""
     notebook: str
     title: str
     functions: tuple[str, ...]
     blocked: tuple[str, ...] = ()
     masked: tuple[str, ...] = DEFAULT_MASKED
     groups: dict = field(default_factory=lambda: {"main": 60.0})
+    builds_on: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -43,30 +43,49 @@ def _tagged_source(path: Path, exercise: str) -> str:
     return "\n\n".join("".join(s) if isinstance(s, list) else s for s in sources)
 
 
+def run_cells(source: str, exercise: str, origin: str, names=None):
+    """Graded cells' `source` run in a fresh module: the module, or with `names` a
+    SimpleNamespace holding just those functions. origin: where the cells come from, for the
+    messages (a notebook's path)."""
+    module = types.ModuleType(f"handin_{exercise}", f"the graded cells of {origin}")
+    try:
+        exec(compile(source, f"{origin} [graded:{exercise}]", "exec"), module.__dict__)
+    except Exception as exc:
+        raise HandinError(f"the graded cells of {origin} raised {type(exc).__name__}: {exc}") from exc
+    if names is None:
+        return module
+    missing = [n for n in names if not callable(getattr(module, n, None))]
+    if missing:
+        raise HandinError(f"the graded cells of {origin} define no function {', '.join(missing)}")
+    return types.SimpleNamespace(**{n: getattr(module, n) for n in names})
+
+
 def graded_functions(exercise: str, names=None, path=None):
     """The graded cells of `exercise` run in a fresh module: the module, or with `names` a
     SimpleNamespace holding just those functions. path: the notebook (default
     exercises/<exercise>.ipynb in the course folder)."""
     path = Path(path) if path is not None else ROOT / "exercises" / f"{exercise}.ipynb"
-    source = _tagged_source(path, exercise)
-    module = types.ModuleType(f"handin_{exercise}", f"the graded cells of {path}")
-    try:
-        exec(compile(source, f"{path} [graded:{exercise}]", "exec"), module.__dict__)
-    except Exception as exc:
-        raise HandinError(f"the graded cells of {path} raised {type(exc).__name__}: {exc}") from exc
-    if names is None:
-        return module
-    missing = [n for n in names if not callable(getattr(module, n, None))]
-    if missing:
-        raise HandinError(f"the graded cells of {path} define no function {', '.join(missing)}")
-    return types.SimpleNamespace(**{n: getattr(module, n) for n in names})
+    return run_cells(_tagged_source(path, exercise), exercise, str(path), names)
+
+
+def parts_from_sources(sources: dict, wanted: dict, origins=None) -> types.SimpleNamespace:
+    """{exercise: graded cells' source}, {exercise: [function names]} -> one namespace holding
+    every named function, each exercise's cells run in a module of their own (so that two
+    exercises' helpers of the same name never meet). The grader builds a capstone's `parts`
+    with it inside the sandbox. origins: {exercise: where its cells come from}, for messages."""
+    parts = {}
+    for exercise, names in wanted.items():
+        if exercise not in sources:
+            raise HandinError(f"no graded cells of exercise {exercise}: hand in its notebook too")
+        origin = (origins or {}).get(exercise, f"exercise {exercise}")
+        parts.update(vars(run_cells(sources[exercise], exercise, origin, names)))
+    return types.SimpleNamespace(**parts)
 
 
 def gather(wanted: dict, folder=None) -> types.SimpleNamespace:
     """{exercise: [function names]} -> one namespace holding every named function, each from its
     exercise's notebook in `folder` (default the course's exercises/)."""
     folder = Path(folder) if folder is not None else ROOT / "exercises"
-    parts = {}
-    for exercise, names in wanted.items():
-        parts.update(vars(graded_functions(exercise, names, folder / f"{exercise}.ipynb")))
-    return types.SimpleNamespace(**parts)
+    paths = {exercise: folder / f"{exercise}.ipynb" for exercise in wanted}
+    sources = {exercise: _tagged_source(path, exercise) for exercise, path in paths.items()}
+    return parts_from_sources(sources, wanted, {e: str(p) for e, p in paths.items()})
