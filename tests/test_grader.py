@@ -81,10 +81,15 @@ def notebook_with(exercise, code, path):
     return path
 
 
+# The notebooks handed in beside each graded one: the solved ones, where the capstone (6.3) finds
+# the pieces it builds on (the tests below of its pieces hand in others).
+SOLVED = {ex: ROOT / "solutions" / f"{ex}.ipynb" for ex in EXERCISES}
+
+
 def grade_many(paths, hidden, **options):
     # One after another: on CPython 3.11.7, ast.parse/compile in two threads at once can raise
     # "SystemError: AST constructor recursion depth mismatch" (fixed in later 3.11 releases).
-    return [grade_notebook(p, hidden=hidden, **options) for p in paths]
+    return [grade_notebook(p, hidden=hidden, handed_in=SOLVED, **options) for p in paths]
 
 
 def only_exercise(result):
@@ -111,6 +116,42 @@ def test_every_untouched_exercise_scores_zero(hidden):
         ex = only_exercise(result)
         assert ex.status == "graded" and ex.score == 0 and ex.max_score > 0, report(ex)
         assert all("NotImplementedError" in t.message for t in ex.tests), report(ex)
+
+
+# ---- the capstone's pieces: the student's own notebooks ------------------------------------------------
+CAPSTONE = next(ex for ex in EXERCISES if load_hidden_tests(DEFAULT_TESTS)[ex].EXERCISE.builds_on)
+
+
+def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path):
+    """Its pieces come from the student's notebooks of the earlier exercises, handed in with it:
+    none handed in is one line and 0; a wrong piece costs the stages that use it; a piece that
+    calls lib's model scores nothing where it is used; grade_submission finds them among the files."""
+    builds_on = hidden[CAPSTONE].EXERCISE.builds_on
+    capstone = ROOT / "solutions" / f"{CAPSTONE}.ipynb"
+    alone = only_exercise(grade_notebook(capstone, hidden=hidden))
+    assert alone.status == "missing-pieces" and alone.score == 0, report(alone)
+    assert "ch4_gpt" in alone.message and "\n" not in alone.message, alone.message
+
+    solved = {ex: SOLVED[ex] for ex in builds_on}
+    w = next(w for w in wrong.WRONG if w.exercise == "ch4_gpt" and w.name == "no_skip_path")
+    bad = notebook_with("ch4_gpt", wrong.apply(graded_cell(SOLVED["ch4_gpt"], "ch4_gpt"), w), tmp_path / "ch4_gpt.ipynb")
+    lib_gpt = notebook_with("ch4_gpt", tamper.IMPORT_REFERENCE["ch4_gpt"], tmp_path / "lib_ch4_gpt.ipynb")
+    full, wrong_piece, lib_piece = (only_exercise(grade_notebook(capstone, hidden=hidden, handed_in={**solved, "ch4_gpt": p}))
+                                    for p in (SOLVED["ch4_gpt"], bad, lib_gpt))
+    assert full.score == full.max_score, report(full)
+    training = ("loss_and_grads", "train")             # block_backward's mistake reaches these only
+    assert all(t.passed != t.name.startswith(training) for t in wrong_piece.tests), report(wrong_piece)
+    passed = {t.name for t in lib_piece.tests if t.passed}  # only the loader itself uses no piece
+    assert passed and all(t.startswith("load_gpt2: ") for t in passed), report(lib_piece)
+    assert "blocked lib reference" in report(lib_piece), report(lib_piece)
+
+    submission = grade_submission([capstone, *solved.values()], hidden=hidden, memory_mb=2048)
+    graded = {nb.exercise.exercise: nb.exercise for nb in submission.notebooks}
+    assert graded[CAPSTONE].score == graded[CAPSTONE].max_score, report(graded[CAPSTONE])
+    missing_one = grade_submission([capstone, *[p for ex, p in solved.items() if ex != "ch6_kv_cache"]],
+                                   hidden=hidden, assignment=[CAPSTONE])
+    ex = next(nb.exercise for nb in missing_one.notebooks if nb.exercise and nb.exercise.exercise == CAPSTONE)
+    assert ex.status == "missing-pieces" and "ch6_kv_cache" in ex.message and ex.score == 0, report(ex)
 
 
 # ---- wrong answers ------------------------------------------------------------------------------------

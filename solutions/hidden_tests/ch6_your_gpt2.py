@@ -8,10 +8,11 @@ Expected values: lib's numpy twin in float64, every weight random (biases and ga
 and 1), its weights in GPT-2's checkpoint layout (lib.weights.to_hf_state). Three stages, each a
 group of tests in a sandbox of its own, so that a stage that crashes or times out costs only its
 own points:
-- load: load_gpt2 on the two layouts a Hugging Face folder comes in (save_pretrained's, with the
-  `transformer.` prefix and a tied lm_head.weight; the published file's, without the prefix, with
-  each layer's mask buffers): the config, the names, float32 weights equal to the file's; the
-  logits of the student's gpt_forward on what it loaded, within 1e-4 of lib's (float32 weights).
+- loading (the group "main"): load_gpt2 on the two layouts a Hugging Face folder comes in
+  (save_pretrained's, with the `transformer.` prefix and a tied lm_head.weight; the published
+  file's, without the prefix, with each layer's mask buffers): the config, the names, float32
+  weights equal to the file's; the logits of the student's gpt_forward on what it loaded, within
+  1e-4 of lib's (float32 weights).
 - train: loss_and_grads against lib's GPT.forward, cross_entropy and GPT.backward (1e-10
   relative, float64), called twice (the gradients are new at each call); train against
   lib.train.train with the same TrainConfig on the same model: every list of the history and
@@ -28,9 +29,10 @@ import numpy as np
 from grader.spec import Config, Exercise, Rng, Test, Verdict, close, equal
 from lib.config import GPTConfig, TrainConfig
 from lib.numpy_twin import GPT
+from lib.numpy_twin.train import cross_entropy
 from lib.sampling import filtered_probs
 from lib.train import train as lib_train
-from lib.weights import to_hf_config, to_hf_state
+from lib.weights import load_hf_gpt2, to_hf_config, to_hf_state
 
 PIECES = {"ch2_embeddings": ("embed_forward", "embed_backward", "head_forward", "head_backward"),
           "ch3_attention": ("causal_self_attention",),
@@ -52,7 +54,7 @@ EXERCISE = Exercise(
                                                    "modern", "quant", "finetune", "posttrain"))
     + ("lib.sampling:*", "lib.train:*", "lib.data:get_batch", "lib.data:BatchSampler",
        "lib.weights:load_hf_gpt2", "lib.weights:hf_config"),
-    groups={"load": 30.0, "train": 60.0, "decode": 30.0},
+    groups={"main": 30.0, "train": 60.0, "decode": 30.0},      # main: the loading stage
     builds_on=PIECES,
 )
 
@@ -83,6 +85,45 @@ def model_of(config, params):
     model = GPT(config, dtype=np.float64)
     model.load_state_dict({n: np.array(a.T if n.endswith(CONV1D) else a, np.float64) for n, a in params.items()})
     return model
+
+
+# ---- the reference: the capstone's functions through lib ------------------------------------------------
+HISTORY_KEYS = ("step", "train_loss", "lr", "grad_norm", "eval_step", "eval_train_loss", "val_loss")
+
+
+def load_gpt2(folder):
+    config, state = load_hf_gpt2(folder)
+    return config, hf_layout(config, state)
+
+
+def loss_and_grads(params, config, x, y):
+    model = model_of(config, params)
+    loss, dlogits = cross_entropy(model.forward(x), y)
+    model.backward(dlogits)
+    return loss, hf_layout(config, model.named_grads())
+
+
+def train(params, config, train_ids, val_ids, settings):
+    """lib's train on lib's model holding params, whose arrays then take the trained weights."""
+    model = model_of(config, params)
+    history = lib_train(model, train_ids, val_ids, settings, progress=False)
+    for name, weight in hf_layout(config, model.named_parameters()).items():
+        params[name][...] = weight
+    return {k: history[k] for k in HISTORY_KEYS}
+
+
+def forward_cached(idx, params, config, cache):
+    """lib's forward with lib's cache (a lib KVCache, not the student's)."""
+    return model_of(config, params).forward(idx, kv_cache=cache)
+
+
+def generate(params, config, idx, max_new_tokens, rng, temperature=0.0, top_k=None, top_p=None, use_cache=True):
+    return model_of(config, params).generate(idx, max_new_tokens, temperature=temperature, top_k=top_k,
+                                             top_p=top_p, seed=int(rng.integers(2**31)), use_cache=use_cache)
+
+
+REFERENCE = {"load_gpt2": load_gpt2, "loss_and_grads": loss_and_grads, "train": train,
+             "forward_cached": forward_cached, "generate": generate}
 
 
 # ---- checks ------------------------------------------------------------------------------------
@@ -181,18 +222,18 @@ def _load_tests():
                  "model.safetensors": {**params, **{f"h.{i}.attn.{b}": mask for i in range(config.n_layer)
                                                     for b in ("bias", "masked_bias")}}}
     tests += [Test("load_gpt2: save_pretrained's layout (prefix, tied lm_head)", "load_gpt2", (saved,),
-                   loaded(config, params), points=2, group="load", driver="load"),
+                   loaded(config, params), points=2, group="main", driver="load"),
               Test("load_gpt2: the published layout (no prefix, mask buffers)", "load_gpt2", (published,),
-                   loaded(config, params), points=2, group="load", driver="load")]
+                   loaded(config, params), points=2, group="main", driver="load")]
     idx = np.random.default_rng(62).integers(0, config.vocab_size, (2, 9))
     want = model.forward(idx).astype(np.float32)
     tests.append(Test("your model on load_gpt2's weights: the logits within 1e-4", "load_gpt2",
-                      (published, idx), close(want, rtol=1e-4, atol=1e-4), points=3, group="load",
+                      (published, idx), close(want, rtol=1e-4, atol=1e-4), points=3, group="main",
                       driver="load_logits"))
     untied = {**saved, "model.safetensors": {**saved["model.safetensors"],
                                              "lm_head.weight": params["wte.weight"] + 1.0}}
     tests.append(Test("load_gpt2: an lm_head.weight unlike wte.weight (ValueError)", "load_gpt2", (untied,),
-                      group="load", driver="load", expect_error="ValueError", edge=True))
+                      group="main", driver="load", expect_error="ValueError", edge=True))
     return tests
 
 
@@ -202,15 +243,7 @@ def _train_tests():
         config, model = lib_model(fields, seed=63 + i)
         params = hf_layout(config, model.named_parameters())
         x, y = (np.random.default_rng(64 + i).integers(0, config.vocab_size, (2, 7)) for _ in range(2))
-        model.zero_grad()
-        logits = model.forward(x)
-        z = logits - logits.max(-1, keepdims=True)
-        probs = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
-        picked = probs[np.arange(2)[:, None], np.arange(7), y]
-        dlogits = probs.copy()
-        dlogits[np.arange(2)[:, None], np.arange(7), y] -= 1
-        model.backward(dlogits / y.size)
-        want = [float(-np.log(picked).mean()), hf_layout(config, model.named_grads())]
+        want = loss_and_grads(params, config, x, y)
 
         def check(got, want=want):
             loss, grads = got
@@ -246,10 +279,10 @@ def _train_tests():
     for j, (name, settings) in enumerate(runs.items()):
         config, model = lib_model(LAYOUTS["2 heads, 16 wide"], seed=67 + j)
         params = hf_layout(config, model.named_parameters())
-        history = lib_train(model, ids[:400], ids[400:], TrainConfig(**{**settings, "betas": tuple(settings["betas"])}),
-                            progress=False)
-        keys = ("step", "train_loss", "lr", "grad_norm", "eval_step", "eval_train_loss", "val_loss")
-        want = [{k: history[k] for k in keys}, hf_layout(config, model.named_parameters())]
+        trained = {name: weight.copy() for name, weight in params.items()}
+        history = train(trained, config, ids[:400], ids[400:],
+                        TrainConfig(**{**settings, "betas": tuple(settings["betas"])}))
+        want = [history, trained]
         tests.append(Test(f"train: lib's history and weights ({name})", "train",
                           (params, Config(LAYOUTS["2 heads, 16 wide"]), ids[:400], ids[400:], settings),
                           history_of(want), points=3, group="train", driver="train"))
