@@ -32,7 +32,7 @@ from lib.numpy_twin import GPT
 from lib.numpy_twin.train import cross_entropy
 from lib.sampling import filtered_probs
 from lib.train import train as lib_train
-from lib.weights import load_hf_gpt2, to_hf_config, to_hf_state
+from lib.weights import _HF_CONV1D as CONV1D, load_hf_gpt2, to_hf_config, to_hf_state   # (in, out) in the file
 
 PIECES = {"ch2_embeddings": ("embed_forward", "embed_backward", "head_forward", "head_backward"),
           "ch3_attention": ("causal_self_attention",),
@@ -58,7 +58,6 @@ EXERCISE = Exercise(
     builds_on=PIECES,
 )
 
-CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 LAYOUTS = {"2 heads, 16 wide": dict(vocab_size=24, n_ctx=12, n_layer=2, n_head=2, n_embd=16),
            "3 heads, 24 wide": dict(vocab_size=20, n_ctx=12, n_layer=2, n_head=3, n_embd=24)}
 TIGHT = dict(rtol=1e-9, atol=1e-12)
