@@ -15,7 +15,9 @@ CELLS, a list built with the helpers below:
   runs the wrong answers of fixtures/wrong.py through them (each check must catch one of them,
   each of them must be caught);
 - collapsed(src): code the book shows collapsed, closed until clicked (tagged `hide-cell`): lib's
-  version of an answer, after the checks.
+  version of an answer, after the checks;
+- colab(src): a `uses` cell for Colab only (the published weights, which need the network), left
+  out of the book (tagged `remove-cell`, as the chapters' Colab cells are).
 Both notebooks are written without outputs. This file and the sources live in solutions/, which
 students never receive.
 """
@@ -38,7 +40,7 @@ SETUP = setup_source()                 # the chapters' setup cell, from _config.
 
 @dataclass
 class Cell:
-    kind: str            # md | code | graded | task | uses | check | collapsed
+    kind: str            # md | code | graded | task | uses | check | collapsed | colab
     student: str
     solution: str
 
@@ -75,6 +77,10 @@ def collapsed(src):
     return Cell("collapsed", _clean(src), _clean(src))
 
 
+def colab(src):
+    return Cell("colab", _clean(src), _clean(src))
+
+
 def setup():
     return Cell("setup", SETUP, SETUP)
 
@@ -93,8 +99,10 @@ def notebook(cells, exercise, solution):
         tags = []
         if cell.kind == "graded":
             tags.append(f"graded:{exercise}")
-        if cell.kind in ("uses", "check") and not solution:
+        if cell.kind in ("uses", "check", "colab") and not solution:
             tags.append("raises-exception")
+        if cell.kind == "colab":
+            tags.append("remove-cell")
         if cell.kind == "collapsed":
             tags.append("hide-cell")
         if cell.kind == "setup":

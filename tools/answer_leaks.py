@@ -6,7 +6,8 @@ which show lib code with a feature that a later chapter teaches.
 An exercise's answer, as statements (code lines without their comments, whitespace removed):
 - the lines of its solution's graded cells that the student's notebook does not show (its checks
   and docstrings call the answer: `s = smooth(losses, window)` is no answer);
-- the source lines of the lib names its hidden tests block while grading (`EXERCISE.blocked`);
+- the source lines of the lib names its hidden tests block while grading (`EXERCISE.blocked`),
+  except for the capstone, which blocks the earlier exercises' answers (`EXERCISE.builds_on`);
 less the trivial ones (imports, lines with under MIN_LENGTH characters of code outside strings)
 and the lines that lib's other code also has (a chapter may show that code). A page leaks the answer
 when the code it shows (every <pre> block, as text: what the reader sees of highlighted code
@@ -129,7 +130,9 @@ def answer_statements(exercise) -> set[str]:
     answer = graded_source(ROOT / "solutions" / f"{exercise.notebook}.ipynb", exercise.notebook)
     page = page_source(ROOT / "exercises" / f"{exercise.notebook}.ipynb")   # its checks call the answer
     on_page = "\n".join(normalise(line) for line in page.splitlines())    # docstrings included
-    lib_sources = blocked_sources(exercise.blocked)
+    # a capstone blocks lib's pieces so that it runs on the student's own: those are the earlier
+    # exercises' answers, checked on their pages; the capstone's own answer is its graded cells
+    lib_sources = [] if exercise.builds_on else blocked_sources(exercise.blocked)
     wanted = statements(answer).union(*map(statements, lib_sources)) - shared_statements(lib_sources)
     return {s for s in wanted if s not in on_page}
 

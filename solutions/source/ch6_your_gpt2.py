@@ -1,5 +1,5 @@
 """Exercise 6.3, the capstone: your GPT-2 from your own pieces loads GPT-2's weights, trains and decodes."""
-from build_notebooks import check, code, graded, md, setup, task, uses
+from build_notebooks import check, code, colab, graded, md, setup, task, uses
 
 
 STUB = '''
@@ -88,13 +88,18 @@ def load_gpt2(folder):
     return config, params
 
 
+def zeros_like(params):
+    """{name: zeros shaped like params[name]}: gradients, AdamW's moments."""
+    return {name: np.zeros_like(p) for name, p in params.items()}
+
+
 def loss_and_grads(params, config, x, y):
     """x, y (B, T) token ids -> (loss, grads): the mean cross-entropy of your model's
     logits for targets y, a float, and its gradient for every weight, {name: array}
     shaped like params, new at each call."""
     logits, cache = parts.gpt_forward(x, params, config, parts)         # (B, T, V)
     loss, dlogits = parts.cross_entropy(logits, y)
-    grads = {name: np.zeros_like(p) for name, p in params.items()}
+    grads = zeros_like(params)
     parts.gpt_backward(dlogits, cache, params, config, grads, parts)
     return loss, grads
 
@@ -127,8 +132,7 @@ def train(params, config, train_ids, val_ids, settings):
     eval_rng = np.random.default_rng(s.seed + 1)        # the evaluation batches, once
     fixed = {name: [parts.get_batch(ids, B, T, eval_rng) for _ in range(s.eval_iters)]
              for name, ids in (("train", train_ids), ("val", val_ids))}
-    exp_avg = {name: np.zeros_like(p) for name, p in params.items()}
-    exp_avg_sq = {name: np.zeros_like(p) for name, p in params.items()}
+    exp_avg, exp_avg_sq = zeros_like(params), zeros_like(params)      # AdamW's moments
     history = {key: [] for key in ("step", "train_loss", "lr", "grad_norm", "eval_step",
                                    "eval_train_loss", "val_loss")}
     for step in range(s.max_iters + 1):
@@ -168,7 +172,7 @@ def attention_cached(x, p, n_head, cache, layer):
     scores = (q @ k.swapaxes(-1, -2)) / math.sqrt(C // n_head)   # (B, H, T, start + T)
     # the new position start + i sees keys 0 .. start + i
     future = np.arange(start + T)[None, :] > start + np.arange(T)[:, None]
-    scores = np.where(future, -np.inf, scores)
+    scores[..., future] = -np.inf                       # weight 0
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights /= weights.sum(axis=-1, keepdims=True)                      # (B, H, T, S)
     y = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T, C)            # (B, T, C)
@@ -470,8 +474,8 @@ CELLS = [
 
     Offline, `transformers` makes a GPT-2 Small of random weights and saves it as it saves
     GPT-2 (`save_pretrained`); your `load_gpt2` reads it back and your model computes its
-    logits. In Colab the cell after this one loads the published weights, and your model
-    writes text with them.
+    logits. In Colab the notebook has one more cell, which this page leaves out: it loads the
+    published weights, and your model writes text with them.
     """),
     uses('''
     import time
@@ -498,7 +502,7 @@ CELLS = [
     print(f"{n:,} weights loaded, logits of {ids.shape[1]} tokens in {seconds:.1f} s; "
           f"largest difference {np.abs(logits - want).max():.1e}")
     '''),
-    uses('''
+    colab('''
     import socket
     import sys
 
