@@ -307,13 +307,14 @@ CELLS = [
     2. **Training.** `loss_and_grads(params, config, x, y)` is one forward and backward
        pass. `train(params, config, train_ids, val_ids, settings)` is exercise 5.3's
        `train_loop` for your model: the same batches from the same seeds (the training
-       batches from `np.random.default_rng(seed)`, the evaluation batches drawn once, first
-       thing, from `default_rng(seed + 1)`: `eval_iters` of the training ids, then as many
-       of the validation ids), the same clipping, your `lr_at` for the rate
-       of each step and your `adamw_step` (its moments start at zero, its step count at 1).
+       batches from `np.random.default_rng(seed)`, the evaluation batches drawn once,
+       first thing, from `default_rng(seed + 1)`: `eval_iters` of the training ids, then
+       as many of the validation ids), the same clipping, your `lr_at` for the rate of
+       each step and your `adamw_step` (its moments start at zero, its step count at 1).
        The losses on the evaluation batches are measured at step 0, every `eval_interval`
-       steps and after the last; the history has 5.3's seven lists. The result to reach: lib's `train` on lib's model with the same settings gives
-       the same losses, step for step.
+       steps and after the last; the history has 5.3's seven lists. The result to reach:
+       lib's `train` on lib's model with the same settings gives the same losses, step for
+       step.
     3. **Decoding.** `forward_cached(idx, params, config, cache)` runs only the new
        positions through the model: their queries meet the keys and values of every
        position so far, which your `KVCache.update` returns. `generate` draws each new
@@ -329,7 +330,9 @@ CELLS = [
     keys `0 .. start + i`: key `j` is masked where `j > start + i`.
     :::
 
-    **Rules.** numpy only, float64 and float32 in the hidden tests.
+    **Rules.** numpy only, float64 and float32 in the hidden tests. Keep `parts = gather(...)`
+    out of the graded cell: while grading, your functions find `parts` ready, built from the
+    notebooks you hand in.
     """),
     graded(STUB, ANSWER),
     md(r"""
