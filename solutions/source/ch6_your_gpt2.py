@@ -290,6 +290,50 @@ CELLS = [
     parts = gather(PIECES, folder=ROOT / "solutions")   # the solved notebooks
     '''),
     md(r"""
+    Before you build on your pieces, they are checked against lib's on a small float64 model
+    of lib (2 blocks, 2 heads, 8 wide, random weights), the reference of every check below:
+    a piece that fails here is the one to fix first, in its own notebook.
+    """),
+    code('''
+    from lib.checks import expect_close, expect_equal, expect_raises, expect_shape
+    from lib.numpy_twin.train import cross_entropy
+
+    config = GPTConfig(vocab_size=16, n_ctx=12, n_layer=2, n_head=2, n_embd=8)
+    model = nt.GPT(config, seed=4, dtype=np.float64)
+    rng = np.random.default_rng(44)
+    for _, weight in model.named_parameters():
+        weight += rng.normal(0, 0.3, weight.shape)            # biases, gains off 0 and 1
+    hf = to_hf_state(config, dict(model.named_parameters()))  # transformer.* keys
+    params = {name.removeprefix("transformer."): t.copy() for name, t in hf.items()}
+    idx = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])       # (B, T) = (2, 5)
+    '''),
+    uses('''
+    logits, cache = parts.gpt_forward(idx, params, config, parts)
+    expect_close("4.4's gpt_forward against lib's GPT", logits, model.forward(idx),
+                 rtol=1e-10, atol=1e-12, axes="btv")
+    expect_close("5.1's cross_entropy against lib's", parts.cross_entropy(logits, idx)[1],
+                 cross_entropy(logits, idx)[1], rtol=1e-10, atol=1e-14, axes="btv")
+    S = rng.normal(0, 1, logits.shape)        # (B, T, V): dlogits of sum(S * logits)
+    grads = {name: np.zeros_like(p) for name, p in params.items()}
+    parts.gpt_backward(S, cache, params, config, grads, parts)
+    model.zero_grad()
+    model.forward(idx)
+    model.backward(S)
+    want = to_hf_state(config, dict(model.named_grads()))
+    for name, grad in grads.items():
+        expect_close(f"4.4's gpt_backward: {name} against lib", grad,
+                     want["transformer." + name], rtol=1e-8, atol=1e-12)
+    kv = parts.KVCache(config, 2, dtype=np.float64)
+    k = rng.normal(0, 1, (2, 2, 3, 4))                        # (B, H, T, D)
+    kv.update(0, k, k)
+    kv.length += 3
+    keys, _ = kv.update(0, k[:, :, :1], k[:, :, :1])
+    expect_close("6.1's KVCache: the keys after 3 positions and 1", keys,
+                 np.concatenate([k, k[:, :, :1]], axis=2), rtol=0)
+    expect_equal("6.2's sample at temperature 0: the argmax",
+                 parts.sample(logits[:, -1], rng, 0.0), logits[:, -1].argmax(-1))
+    '''),
+    md(r"""
     ## What to write
 
     Five functions in the graded cell, each calling your pieces as `parts.name(...)` (4.4's
@@ -338,26 +382,14 @@ CELLS = [
     md(r"""
     ## Checks you can run
 
-    A small float64 model of lib (2 blocks, 2 heads, 8 wide) is the reference, and two
-    folders hold its weights, one in each of the two layouts. One cell per property; a
-    check that fails names the function to look at.
+    Two folders hold the small model's weights, one in each of the two layouts. One cell per
+    property; a check that fails names the function to look at.
     """),
     code('''
     import tempfile
     from pathlib import Path
 
     from safetensors.numpy import save_file
-
-    from lib.checks import expect_close, expect_equal, expect_raises, expect_shape
-
-    config = GPTConfig(vocab_size=16, n_ctx=12, n_layer=2, n_head=2, n_embd=8)
-    model = nt.GPT(config, seed=4, dtype=np.float64)
-    rng = np.random.default_rng(44)
-    for _, weight in model.named_parameters():
-        weight += rng.normal(0, 0.3, weight.shape)            # biases, gains off 0 and 1
-    hf = to_hf_state(config, dict(model.named_parameters()))  # transformer.* keys
-    params = {name.removeprefix("transformer."): t.copy() for name, t in hf.items()}
-    idx = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])       # (B, T) = (2, 5)
 
     folders = Path(tempfile.mkdtemp())
     saved = folders / "saved"                                 # as save_pretrained writes
