@@ -51,7 +51,7 @@ This file only gathers their public names.
 """
 from __future__ import annotations
 
-from .grading import DEFAULT_TESTS, grade_exercise, grade_notebook, grade_submission, load_hidden_tests, pieces_of
+from .grading import DEFAULT_TESTS, grade_exercise, grade_notebook, grade_submission, load_hidden_tests
 from .judging import gate, judge, read_answers
 from .notebooks import (MAX_NOTEBOOK_BYTES, TAG_PREFIX, NotebookError, book_number, exercise_for, graded_code,
                         read_notebook)
@@ -61,6 +61,6 @@ from .sandbox import SandboxUnavailable
 
 __all__ = ["DEFAULT_TESTS", "MAX_NOTEBOOK_BYTES", "MAX_TEXT", "TAG_PREFIX", "ExerciseResult", "NotebookError",
            "NotebookResult", "SandboxUnavailable", "Submission", "TestResult", "as_dict", "book_number",
-           "exercise_for", "gate", "grade_exercise", "grade_notebook", "grade_submission", "graded_code", "pieces_of",
+           "exercise_for", "gate", "grade_exercise", "grade_notebook", "grade_submission", "graded_code",
            "judge", "load_hidden_tests", "max_score", "printable", "read_answers", "read_notebook", "report",
            "submission_from_dict"]

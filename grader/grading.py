@@ -82,19 +82,29 @@ def cpu_limit(seconds: float, timeout: float | None) -> int:
     return max(1, int(seconds if timeout is None else min(seconds, timeout)))
 
 
+def _not_graded(module, status: str, message: str, reason: str) -> ExerciseResult:
+    """The exercise's result when its tests cannot run: `status` and `message`, every test failed
+    with "not graded: <reason>"."""
+    ex = module.EXERCISE
+    tests = module.tests()
+    result = ExerciseResult(ex.notebook, ex.title, status, message, max_score=sum(t.points for t in tests),
+                            number=book_number(ex.notebook))
+    result.tests = [TestResult(t.name, t.points, False, f"not graded: {reason}") for t in tests]
+    return result
+
+
 def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden,
                    pieces: dict | None = None) -> ExerciseResult:
     """Run the exercise's hidden tests on `code` (its graded cells), group by group, and score
     them. pieces: for an exercise that builds on earlier ones, {exercise: graded cells' source}
     of the student's own notebooks of them (see pieces_of)."""
     exercise: Exercise = module.EXERCISE
+    if not code.strip():
+        return _not_graded(module, "no-graded-cells", f"no code cell is tagged {TAG_PREFIX}{exercise.notebook}",
+                          "no graded cells")
     tests = module.tests()
     result = ExerciseResult(exercise.notebook, exercise.title, "graded", "", max_score=sum(t.points for t in tests),
                             number=book_number(exercise.notebook))
-    if not code.strip():
-        result.status, result.message = "no-graded-cells", f"no code cell is tagged {TAG_PREFIX}{exercise.notebook}"
-        result.tests = [TestResult(t.name, t.points, False, "not graded: no graded cells") for t in tests]
-        return result
     verdicts: dict[int, Verdict] = {}
     problems = []
     unloadable = None                                         # (CPU limit, reason) once the cells failed to load
@@ -109,7 +119,8 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
         jobs = _jobs([tests[i] for i in members])
         job = {"exercise": exercise.notebook, "tests": jobs}
         if exercise.builds_on:
-            job["pieces"] = {"sources": pieces or {}, "names": {ex: list(names) for ex, names in exercise.builds_on.items()}}
+            job["pieces"] = {"sources": pieces or {},
+                             "names": {ex: list(names) for ex, names in exercise.builds_on.items()}}
         with tempfile.TemporaryDirectory(prefix="grade-") as root:
             box = sandbox.make_box(Path(root), code, job, exercise.blocked)
             shutil.copy(CONVENTIONS, box / "conventions.py")
@@ -164,16 +175,6 @@ def pieces_of(module, handed_in: dict) -> tuple[dict, str]:
     return sources, ""
 
 
-def _without_pieces(module, why: str) -> ExerciseResult:
-    tests = module.tests()
-    ex = module.EXERCISE
-    result = ExerciseResult(ex.notebook, ex.title, "missing-pieces", why, max_score=sum(t.points for t in tests),
-                            number=book_number(ex.notebook))
-    result.tests = [TestResult(t.name, t.points, False, "not graded: the pieces it builds on are missing")
-                    for t in tests]
-    return result
-
-
 def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=4096,
                    hidden=None, handed_in=None) -> NotebookResult:
     """Grade the notebook on `exercise` (a name of the hidden tests; by default the one its file
@@ -190,7 +191,8 @@ def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None
         code = graded_code(read_notebook(path), exercise)
         pieces, why = pieces_of(hidden[exercise], handed_in or {})
         if why:
-            return NotebookResult(str(path), _without_pieces(hidden[exercise], why))
+            return NotebookResult(str(path), _not_graded(hidden[exercise], "missing-pieces", why,
+                                                        "the pieces it builds on are missing"))
         return NotebookResult(str(path), grade_exercise(code, hidden[exercise], timeout=timeout,
                                                         memory_mb=memory_mb, forbidden=_forbidden(tests_dir),
                                                         pieces=pieces))

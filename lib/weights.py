@@ -176,6 +176,14 @@ def to_hf_state(config: GPTConfig, state: dict[str, np.ndarray]) -> dict[str, np
             for name, value in state.items()}
 
 
+def to_gpt2_layout(config: GPTConfig, state) -> dict[str, np.ndarray]:
+    """The course's names and shapes ({name: array} or (name, array) pairs) -> GPT-2's checkpoint
+    names without the `transformer.` prefix and its (in, out) matrices, each array a copy: the
+    `params` that exercises 4.4 and 6.3 build their model on."""
+    return {name.removeprefix("transformer."): np.array(value)
+            for name, value in to_hf_state(config, dict(state)).items()}
+
+
 def save_hf_gpt2(folder, config: GPTConfig, state: dict[str, np.ndarray]) -> None:
     """Write a Hugging Face GPT-2 folder (`config.json` + `model.safetensors`)."""
     from safetensors.numpy import save_file

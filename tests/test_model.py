@@ -440,6 +440,24 @@ def test_missing_unexpected_and_misshapen_tensors(saved_hf, twin):
         GPT.from_pretrained(folder)
 
 
+def test_gpt2_layout_is_the_saved_file_without_its_prefix(saved_hf):
+    """lib.weights.to_gpt2_layout (the exercises' params) holds what transformers wrote, under the
+    names without `transformer.`, in arrays of its own."""
+    from safetensors.numpy import load_file
+
+    from lib.weights import to_gpt2_layout
+    folder, cfg = saved_hf
+    model = nt.GPT.from_pretrained(folder)
+    layout = to_gpt2_layout(cfg, model.named_parameters())
+    saved = {k.removeprefix("transformer."): v for k, v in load_file(str(folder / "model.safetensors")).items()
+             if k != "lm_head.weight"}
+    assert sorted(layout) == sorted(saved)
+    for name, weight in layout.items():
+        assert np.array_equal(weight, saved[name]), name
+    params = dict(model.named_parameters())
+    assert not any(np.shares_memory(layout[name], params[name]) for name in params)
+
+
 @pytest.mark.parametrize("twin", TWINS)
 def test_bad_token_ids_and_lengths(twin):
     cfg = tiny()

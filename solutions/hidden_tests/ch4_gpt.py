@@ -1,7 +1,7 @@
 """Hidden tests of exercise 4.4 (the whole GPT, forward and backward, from the student's pieces).
 
 Expected values: lib's numpy twin in float64, every weight random (biases and gains away from 0
-and 1), its weights in GPT-2's checkpoint layout (lib.weights.to_hf_state):
+and 1), its weights in GPT-2's checkpoint layout (lib.weights.to_gpt2_layout):
 CausalSelfAttention.backward for attention_backward, Block.forward and Block.backward for the
 block, GPT.forward and GPT.backward for the model. Tolerances: 1e-12 + 1e-9 |expected| (float64;
 the order of the sums moves the results by ~1e-15 relative).
@@ -31,7 +31,7 @@ from grader.spec import Config, Exercise, Test, close
 from lib.config import GPTConfig
 from lib.numpy_twin import GPT, CausalSelfAttention
 from lib.numpy_twin.model import gelu, gelu_backward
-from lib.weights import to_hf_state
+from lib.weights import to_gpt2_layout
 
 EXERCISE = Exercise(
     notebook="ch4_gpt", title="The whole GPT, forward and backward",
@@ -59,11 +59,6 @@ def lib_model(fields, seed):
     for _, weight in model.named_parameters():
         weight += rng.normal(0, 0.3, weight.shape)
     return config, model
-
-
-def hf_layout(config, tensors):
-    """lib's {name: array} -> GPT-2's checkpoint names and (in, out) matrices, copied."""
-    return {n.removeprefix("transformer."): np.array(t) for n, t in to_hf_state(config, dict(tensors)).items()}
 
 
 def lib_attention_layer(weights, n_head):
@@ -308,7 +303,7 @@ def _block_case(config, model, P, layer, x, dout):
     want, block_cache = block.forward(x)
     model.zero_grad()
     want_dx = block.backward(dout, block_cache)
-    want_grads = hf_layout(config, model.named_grads())
+    want_grads = to_gpt2_layout(config, model.named_grads())
     parts, own = Recorded(), Own()
     got, cache = _block_fwd(x, P, layer, config.n_head, parts)
     _check_against_lib("block forward", got, want)
@@ -324,7 +319,7 @@ def _block_tests():
     out = []
     for k, (label, fields) in enumerate(LAYOUTS.items()):
         config, model = lib_model(fields, seed=60 + k)
-        P = hf_layout(config, model.named_parameters())
+        P = to_gpt2_layout(config, model.named_parameters())
         zeros = {n: np.zeros_like(v) for n, v in P.items()}
         for layer in range(config.n_layer):
             x = rng.normal(0, 1, (2, 5, config.n_embd))                   # (B, T, C)
@@ -354,7 +349,7 @@ def _gpt_tests():
     out = []
     for k, (label, fields) in enumerate(LAYOUTS.items()):
         config, model = lib_model(fields, seed=70 + k)
-        P = hf_layout(config, model.named_parameters())
+        P = to_gpt2_layout(config, model.named_parameters())
         idx = rng.integers(0, config.vocab_size, (2, 6))
         idx[1, 3] = idx[0, 1] = idx[1, 0]                                  # repeated ids
         want = model.forward(idx)
@@ -363,7 +358,7 @@ def _gpt_tests():
             model.zero_grad()
             model.forward(idx)
             model.backward(dlogits)
-            want_grads = hf_layout(config, model.named_grads())
+            want_grads = to_gpt2_layout(config, model.named_grads())
             parts, own = Recorded(), Own()
             logits, cache = _gpt_fwd(idx, P, config, parts, own)
             _check_against_lib("GPT forward", logits, want)

@@ -5,9 +5,9 @@ graded cells of their notebooks of exercises 2.1 to 6.2, handed in with this one
 function that answers a piece is stubbed: only a model of the student's own passes.
 
 Expected values: lib's numpy twin in float64, every weight random (biases and gains away from 0
-and 1), its weights in GPT-2's checkpoint layout (lib.weights.to_hf_state). Three stages, each a
-group of tests in a sandbox of its own, so that a stage that crashes or times out costs only its
-own points:
+and 1), its weights in GPT-2's checkpoint layout (lib.weights.to_gpt2_layout). Three stages,
+each a group of tests in a sandbox of its own, so that a stage that crashes or times out costs
+only its own points:
 - loading (the group "main"): load_gpt2 on the two layouts a Hugging Face folder comes in
   (save_pretrained's, with the `transformer.` prefix and a tied lm_head.weight; the published
   file's, without the prefix, with each layer's mask buffers): the config, the names, float32
@@ -32,7 +32,7 @@ from lib.numpy_twin import GPT
 from lib.numpy_twin.train import cross_entropy
 from lib.sampling import filtered_probs
 from lib.train import train as lib_train
-from lib.weights import _HF_CONV1D as CONV1D, load_hf_gpt2, to_hf_config, to_hf_state   # (in, out) in the file
+from lib.weights import _HF_CONV1D as CONV1D, load_hf_gpt2, to_gpt2_layout, to_hf_config
 
 PIECES = {"ch2_embeddings": ("embed_forward", "embed_backward", "head_forward", "head_backward"),
           "ch3_attention": ("causal_self_attention",),
@@ -74,11 +74,6 @@ def lib_model(fields, seed):
     return config, model
 
 
-def hf_layout(config, tensors):
-    """lib's {name: array} -> GPT-2's checkpoint names and (in, out) matrices, copied."""
-    return {n.removeprefix("transformer."): np.array(t) for n, t in to_hf_state(config, dict(tensors)).items()}
-
-
 def model_of(config, params):
     """lib's float64 GPT holding the weights `params` (GPT-2's checkpoint layout)."""
     model = GPT(config, dtype=np.float64)
@@ -92,21 +87,21 @@ HISTORY_KEYS = ("step", "train_loss", "lr", "grad_norm", "eval_step", "eval_trai
 
 def load_gpt2(folder):
     config, state = load_hf_gpt2(folder)
-    return config, hf_layout(config, state)
+    return config, to_gpt2_layout(config, state)
 
 
 def loss_and_grads(params, config, x, y):
     model = model_of(config, params)
     loss, dlogits = cross_entropy(model.forward(x), y)
     model.backward(dlogits)
-    return loss, hf_layout(config, model.named_grads())
+    return loss, to_gpt2_layout(config, model.named_grads())
 
 
 def train(params, config, train_ids, val_ids, settings):
     """lib's train on lib's model holding params, whose arrays then take the trained weights."""
     model = model_of(config, params)
     history = lib_train(model, train_ids, val_ids, settings, progress=False)
-    for name, weight in hf_layout(config, model.named_parameters()).items():
+    for name, weight in to_gpt2_layout(config, model.named_parameters()).items():
         params[name][...] = weight
     return {k: history[k] for k in HISTORY_KEYS}
 
@@ -212,7 +207,7 @@ def drawn_from(model, prompt, top_k=None, top_p=None):
 def _load_tests():
     tests = []
     config, model = lib_model(LAYOUTS["2 heads, 16 wide"], seed=61)
-    params = hf_layout(config, model.named_parameters())
+    params = to_gpt2_layout(config, model.named_parameters())
     saved = {"config.json": to_hf_config(config),
              "model.safetensors": {**{"transformer." + n: a for n, a in params.items()},
                                    "lm_head.weight": params["wte.weight"]}}
@@ -240,7 +235,7 @@ def _train_tests():
     tests = []
     for i, (layout, fields) in enumerate(LAYOUTS.items()):
         config, model = lib_model(fields, seed=63 + i)
-        params = hf_layout(config, model.named_parameters())
+        params = to_gpt2_layout(config, model.named_parameters())
         x, y = (np.random.default_rng(64 + i).integers(0, config.vocab_size, (2, 7)) for _ in range(2))
         want = loss_and_grads(params, config, x, y)
 
@@ -277,7 +272,7 @@ def _train_tests():
                                          betas=[0.8, 0.99], seed=9)}
     for j, (name, settings) in enumerate(runs.items()):
         config, model = lib_model(LAYOUTS["2 heads, 16 wide"], seed=67 + j)
-        params = hf_layout(config, model.named_parameters())
+        params = to_gpt2_layout(config, model.named_parameters())
         trained = {name: weight.copy() for name, weight in params.items()}
         history = train(trained, config, ids[:400], ids[400:],
                         TrainConfig(**{**settings, "betas": tuple(settings["betas"])}))
@@ -291,7 +286,7 @@ def _train_tests():
 def _decode_tests():
     tests = []
     config, model = lib_model(LAYOUTS["3 heads, 24 wide"], seed=71)
-    params = hf_layout(config, model.named_parameters())
+    params = to_gpt2_layout(config, model.named_parameters())
     fields = LAYOUTS["3 heads, 24 wide"]
     idx = np.random.default_rng(72).integers(0, config.vocab_size, (2, 8))
     full = model.forward(idx)

@@ -243,7 +243,7 @@ CELLS = [
     import lib.numpy_twin as nt
     from lib.config import GPTConfig
     from lib.handin import ROOT, gather
-    from lib.weights import to_hf_state
+    from lib.weights import to_gpt2_layout
 
     PIECES = {"ch2_embeddings": ["embed_forward", "embed_backward",
                                  "head_forward", "head_backward"],
@@ -275,13 +275,7 @@ CELLS = [
         weight += rng.normal(0, 0.3, weight.shape)            # biases, gains off 0 and 1
 
 
-    def checkpoint_layout(tensors):
-        """lib's names and shapes -> GPT-2's checkpoint layout: (in, out) matrices."""
-        hf = to_hf_state(config, dict(tensors))
-        return {name.removeprefix("transformer."): t.copy() for name, t in hf.items()}
-
-
-    params = checkpoint_layout(model.named_parameters())
+    params = to_gpt2_layout(config, model.named_parameters())
     idx = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])       # (B, T) = (2, 5), ids repeat
     '''),
     uses('''
@@ -393,7 +387,7 @@ CELLS = [
         """lib's gradients after `backward()`, in params' layout."""
         model.zero_grad()
         backward()
-        return checkpoint_layout(model.named_grads())
+        return to_gpt2_layout(config, model.named_grads())
 
 
     def your_grads():

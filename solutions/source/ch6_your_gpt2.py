@@ -270,7 +270,7 @@ CELLS = [
     import lib.numpy_twin as nt
     from lib.config import GPTConfig, TrainConfig
     from lib.handin import ROOT, gather
-    from lib.weights import save_hf_gpt2, to_hf_state
+    from lib.weights import save_hf_gpt2, to_gpt2_layout
 
     PIECES = {"ch2_embeddings": ["embed_forward", "embed_backward",
                                  "head_forward", "head_backward"],
@@ -303,8 +303,7 @@ CELLS = [
     rng = np.random.default_rng(44)
     for _, weight in model.named_parameters():
         weight += rng.normal(0, 0.3, weight.shape)            # biases, gains off 0 and 1
-    hf = to_hf_state(config, dict(model.named_parameters()))  # transformer.* keys
-    params = {name.removeprefix("transformer."): t.copy() for name, t in hf.items()}
+    params = to_gpt2_layout(config, model.named_parameters())  # 4.4's layout
     idx = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])       # (B, T) = (2, 5)
     '''),
     uses('''
@@ -319,10 +318,10 @@ CELLS = [
     model.zero_grad()
     model.forward(idx)
     model.backward(S)
-    want = to_hf_state(config, dict(model.named_grads()))
+    want = to_gpt2_layout(config, model.named_grads())
     for name, grad in grads.items():
         expect_close(f"4.4's gpt_backward: {name} against lib", grad,
-                     want["transformer." + name], rtol=1e-8, atol=1e-12)
+                     want[name], rtol=1e-8, atol=1e-12)
     kv = parts.KVCache(config, 2, dtype=np.float64)
     k = rng.normal(0, 1, (2, 2, 3, 4))                        # (B, H, T, D)
     kv.update(0, k, k)
@@ -429,12 +428,12 @@ CELLS = [
     x, y = idx[:, :-1], idx[:, 1:]                            # (2, 4) each
     loss, grads = loss_and_grads(params, config, x, y)
     model.zero_grad()
-    want, dlogits = parts.cross_entropy(model.forward(x), y)
+    want, dlogits = cross_entropy(model.forward(x), y)                 # lib's
     model.backward(dlogits)
-    want_grads = to_hf_state(config, dict(model.named_grads()))
+    want_grads = to_gpt2_layout(config, model.named_grads())
     expect_close("loss_and_grads: the loss", loss, want, rtol=1e-10)
     for name, grad in grads.items():
-        expect_close(f"loss_and_grads: {name}", grad, want_grads["transformer." + name],
+        expect_close(f"loss_and_grads: {name}", grad, want_grads[name],
                      rtol=1e-8, atol=1e-12)
     '''),
     check('''
@@ -467,10 +466,10 @@ CELLS = [
     for key in ("grad_norm", "eval_train_loss", "val_loss"):
         expect_close(f"train: history[{key!r}]", np.array(history[key]),
                      np.array(want[key]), rtol=1e-8)
-    lib_weights = to_hf_state(config, dict(lib_model.named_parameters()))
+    lib_weights = to_gpt2_layout(config, lib_model.named_parameters())
     for name, weight in trained.items():
         expect_close(f"train: {name} after training, against lib's",
-                     weight, lib_weights["transformer." + name], rtol=1e-7, atol=1e-10)
+                     weight, lib_weights[name], rtol=1e-7, atol=1e-10)
     '''),
     check('''
     cache = parts.KVCache(config, 2, dtype=np.float64)
@@ -580,8 +579,7 @@ CELLS = [
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
     small_config = GPTConfig.small()
-    small_hf = to_hf_state(small_config, nt.GPT(small_config, seed=1337).state_dict())
-    weights = {name.removeprefix("transformer."): t for name, t in small_hf.items()}
+    weights = to_gpt2_layout(small_config, nt.GPT(small_config, seed=1337).state_dict())
     recipe = TrainConfig.small(max_iters=600, batch_size=8, warmup_iters=60,
                                eval_interval=100, eval_iters=10)
     start = time.perf_counter()
