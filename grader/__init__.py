@@ -1,7 +1,7 @@
 """Grade exercise notebooks against hidden tests, with the student's code in a sandbox.
 
-    python -m grader NOTEBOOK [NOTEBOOK ...] [--assignment IDS] [--exercise ID] [--json]
-                     [--instructor] [--tests DIR] [--timeout SECONDS] [--memory-mb MB]
+    python -m grader NOTEBOOK [NOTEBOOK ...] [--notebooks-from FILE|-] [--assignment IDS] [--exercise ID]
+                     [--json] [--instructor] [--tests DIR] [--timeout SECONDS] [--memory-mb MB]
 
 This package is instructors' tooling: the student release (`python -m grader.release OUTDIR`,
 grader/release.py) leaves it out whole, so lib holds only what students get.
@@ -36,7 +36,11 @@ for the student: they never hold an expected value (`--instructor` adds them), a
 from the sandbox is escaped, so that it cannot forge lines. `--json` prints the same as one
 JSON document. The exit status is 0 whenever grading itself worked (whatever the scores), 1 if
 a notebook could not be graded (unreadable, or its name names no exercise), 2 on bad usage or
-when the sandbox cannot start (then nothing is graded: a broken sandbox is not a row of zeros).
+when the sandbox cannot start (then nothing is graded: a broken sandbox is not a row of zeros),
+3 when a sandbox did not start within its wall-clock limit (a busy machine: worth a second try).
+One run takes at most MAX_NOTEBOOKS notebooks; `--notebooks-from` reads their paths, each ended
+by a NUL byte, from a file or standard input (how grader/classroom.py passes them: a command
+line has a size limit).
 
 The package, one job per module (each imports only those listed before it):
 - spec.py: the vocabulary of hidden tests (Exercise, Test, the checks);

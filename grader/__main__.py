@@ -1,12 +1,18 @@
 """`python -m grader NOTEBOOK [...]`: see grader/__init__.py."""
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from .grading import DEFAULT_TESTS, grade_submission, load_hidden_tests
 from .results import as_dict, report
-from .sandbox import SandboxUnavailable, check_bwrap
+from .notebooks import MAX_NOTEBOOKS
+from .sandbox import SandboxLate, SandboxUnavailable, check_bwrap
+
+EXIT_NO_SANDBOX = 2          # bad usage, or no sandbox starts on this machine
+EXIT_SANDBOX_LATE = 3        # a sandbox did not start within its wall-clock limit (a busy machine)
+MAX_LISTING_BYTES = (MAX_NOTEBOOKS + 1) * 4096   # --notebooks-from: that many paths of PATH_MAX
 
 
 def add_sandbox_options(parser):
@@ -29,9 +35,27 @@ def check_sandbox_options(parser, args):
         parser.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
 
 
+def read_listing(parser, source: str) -> list[Path]:
+    """The paths listed in `source` (a file, or '-' for standard input), each ended by a NUL
+    byte (file names may hold newlines), at most MAX_NOTEBOOKS + 1 of them read."""
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(MAX_LISTING_BYTES + 1)
+        else:
+            with open(source, "rb") as f:
+                data = f.read(MAX_LISTING_BYTES + 1)
+    except OSError as exc:
+        parser.error(f"--notebooks-from {source}: cannot read it ({exc.strerror})")
+    if len(data) > MAX_LISTING_BYTES:
+        parser.error(f"--notebooks-from {source}: over {MAX_LISTING_BYTES >> 10} KiB of paths")
+    return [Path(os.fsdecode(p)) for p in data.split(b"\0") if p]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="+", type=Path, help="one student's notebooks")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="one student's notebooks")
+    parser.add_argument("--notebooks-from", default=None, metavar="FILE",
+                        help="read the notebooks' paths from FILE ('-': standard input), each ended by a NUL byte")
     parser.add_argument("--assignment", default=None,
                         help="the exercises to grade, comma-separated names (ch4_gelu,...), or 'all' "
                              "(default: those the files name)")
@@ -41,6 +65,12 @@ def main(argv=None) -> int:
     add_sandbox_options(parser)
     args = parser.parse_args(argv)
     check_sandbox_options(parser, args)
+    if args.notebooks_from is not None:
+        args.notebooks += read_listing(parser, args.notebooks_from)
+    if not args.notebooks:
+        parser.error("no notebook given (name them, or list them with --notebooks-from)")
+    if len(args.notebooks) > MAX_NOTEBOOKS:
+        parser.error(f"{len(args.notebooks):,} notebooks given: one student hands in at most {MAX_NOTEBOOKS}")
     hidden = load_hidden_tests(args.tests)
     if args.exercise is not None and args.exercise not in hidden:
         parser.error(f"--exercise {args.exercise!r}: no hidden tests for it (known: {', '.join(hidden)})")
@@ -54,7 +84,7 @@ def main(argv=None) -> int:
                                       hidden=hidden)
     except SandboxUnavailable as e:
         print(f"grader: nothing graded: {e}", file=sys.stderr)
-        return 2
+        return EXIT_SANDBOX_LATE if isinstance(e, SandboxLate) else EXIT_NO_SANDBOX
     if args.json:
         print(json.dumps(as_dict(submission, instructor=args.instructor), indent=1))
     else:

@@ -23,7 +23,12 @@ dropped, and each gets a feedback file of its own.
 
 Each student is graded by a `python -m grader --json` process of its own (grader/__init__.py), so
 that nothing in one submission can stop another's grading; `--jobs` of them run at a time, each
-running its sandboxes one after another. A notebook that cannot be graded (not JSON, not a
+running its sandboxes one after another. Its notebooks' paths go through its standard input, not
+its command line; a student with more than MAX_NOTEBOOKS notebooks is an error row. Whatever goes
+wrong with a student's grader is that student's error row. A grader whose sandbox did not start
+(exit 2) or did not start in time (exit 3) is run once more; when it fails again, the sandbox is
+checked on its own: if none starts on this machine the run stops (exit 2, nothing written),
+otherwise the student gets an error row. A notebook that cannot be graded (not JSON, not a
 notebook, no graded cell, larger than 32 MiB, a cell that hangs or exhausts memory) scores 0 for
 its exercise, its row says why, and the batch goes on. A student whose grading runs past the
 deadline (`--deadline`; by default a minute more than the wall-clock limits of all the
@@ -62,9 +67,9 @@ from pathlib import Path
 from lib.atomic import atomic_folder, atomic_path
 
 from . import sandbox
-from .__main__ import add_sandbox_options, check_sandbox_options
+from .__main__ import EXIT_NO_SANDBOX, EXIT_SANDBOX_LATE, add_sandbox_options, check_sandbox_options
 from .grading import cpu_limit, load_hidden_tests
-from .notebooks import exercise_for
+from .notebooks import MAX_NOTEBOOKS, exercise_for
 from .results import Submission, max_score, printable, report, submission_from_dict
 from .sandbox import SandboxUnavailable, check_bwrap
 
@@ -172,6 +177,10 @@ def find_students(submissions: Path, hidden: dict) -> list[Student]:
             if not name:
                 student.problem = (f"not graded: a notebook directly in {submissions.name}/ is named "
                                    f"STUDENT_<exercise>.ipynb, or lies in a folder named after its student")
+    for student in students.values():
+        if len(student.notebooks) > MAX_NOTEBOOKS and not student.problem:
+            student.problem = (f"not graded: {len(student.notebooks):,} notebooks handed in, more than "
+                               f"{MAX_NOTEBOOKS} (one per exercise is enough)")
     _flag_clashes(list(students.values()))
     return sorted(students.values(), key=lambda s: (s.name.casefold(), s.name))
 
@@ -211,12 +220,29 @@ def deadline(assignment: list[str], hidden: dict, timeout: float | None) -> int:
 
 
 def grade_student(student: Student, assignment: list[str], options: list[str], seconds: float) -> Row:
-    """The student's row, flagged if its name is, from a grader process of its own. Raises
-    SandboxUnavailable when that process found no working sandbox (then no student can be graded)."""
-    row = _grade(student, assignment, options, seconds)
+    """The student's row, flagged if its name is, from a grader process of its own. Whatever goes
+    wrong with that process is the student's error row; only a machine on which no sandbox starts
+    at all raises SandboxUnavailable (then no student can be graded)."""
+    try:
+        row = _grade(student, assignment, options, seconds)
+    except SandboxUnavailable:
+        raise
+    except Exception as exc:                                  # noqa: BLE001 - this student's error, not the class's
+        row = Row(student.name, {}, printable(f"grading failed: {type(exc).__name__}: {exc}"[:600]))
     row.error = "; ".join(e for e in (student.flag, row.error) if e)
     row.feedback_name = student.feedback_name
     return row
+
+
+def _run_grader(student: Student, assignment: list[str], options: list[str], seconds: float):
+    """One `python -m grader --json` process for the student's notebooks, whose paths go through
+    its standard input (NUL-separated), never its command line, which has a size limit."""
+    command = [sys.executable, "-m", "grader", "--json", "--assignment", ",".join(assignment), *options,
+               "--notebooks-from", "-"]
+    listing = b"".join(os.fsencode(path) + b"\0" for path in student.notebooks)
+    done = subprocess.run(command, cwd=PACKAGE_PARENT, input=listing, capture_output=True,   # on timeout,
+                          timeout=seconds)                     # run() kills the grader; its sandbox dies with it
+    return done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
 
 
 def _grade(student: Student, assignment: list[str], options: list[str], seconds: float) -> Row:
@@ -224,19 +250,20 @@ def _grade(student: Student, assignment: list[str], options: list[str], seconds:
         return Row(student.name, {}, student.problem)
     if not student.notebooks:
         return Row(student.name, {}, "no notebook (*.ipynb) handed in", "no notebook (*.ipynb) handed in\n")
-    command = [sys.executable, "-m", "grader", "--json", "--assignment", ",".join(assignment), *options,
-               "--", *map(str, student.notebooks)]
-    try:                                                       # on timeout, run() kills the grader; its
-        done = subprocess.run(command, cwd=PACKAGE_PARENT, capture_output=True, encoding="utf-8",   # sandbox
-                              errors="replace", timeout=seconds)                                   # dies with it
+    try:
+        returncode, stdout, stderr = _run_grader(student, assignment, options, seconds)
+        if returncode in (EXIT_NO_SANDBOX, EXIT_SANDBOX_LATE):      # a slow start on a busy machine: once more
+            returncode, stdout, stderr = _run_grader(student, assignment, options, seconds)
     except subprocess.TimeoutExpired:
         return Row(student.name, {}, f"grading stopped: over the deadline of {seconds:g} s for one student")
-    if done.returncode == 2:
-        raise SandboxUnavailable(done.stderr.strip()[-500:])
+    if returncode == EXIT_NO_SANDBOX:
+        check_bwrap()                                          # raises when no sandbox starts on this machine
+    if returncode in (EXIT_NO_SANDBOX, EXIT_SANDBOX_LATE):
+        return Row(student.name, {}, printable(f"not graded (exit {returncode}, twice): {stderr.strip()[-300:]}"))
     try:
-        submission = submission_from_dict(json.loads(done.stdout))
+        submission = submission_from_dict(json.loads(stdout))
     except (ValueError, KeyError, TypeError):
-        return Row(student.name, {}, printable(f"grading failed (exit {done.returncode}): {done.stderr.strip()[-300:]}"))
+        return Row(student.name, {}, printable(f"grading failed (exit {returncode}): {stderr.strip()[-300:]}"))
     for nb in submission.notebooks:                            # paths as the student knows them
         nb.path = Path(nb.path).relative_to(student.folder).as_posix()
     scores = {nb.exercise.exercise: nb.exercise.score for nb in submission.notebooks if nb.exercise}

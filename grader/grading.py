@@ -17,7 +17,7 @@ from .judging import error_text, gate, judge, read_answers
 from .notebooks import ROOT, TAG_PREFIX, NotebookError, book_number, exercise_for, graded_code, read_notebook
 from .results import ExerciseResult, NotebookResult, Submission, TestResult, clip, max_score, printable
 from .runner import encode
-from .sandbox import SandboxUnavailable
+from .sandbox import SandboxLate, SandboxUnavailable
 from .spec import Config, Exercise, Model, Rng, Test, Verdict
 
 DEFAULT_TESTS = ROOT / "solutions" / "hidden_tests"
@@ -129,6 +129,9 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
                               memory_mb=memory_mb)
         answers = read_answers(run.answers, [job["id"] for job in jobs])
         if "__start__" not in answers:
+            if run.limit == "wall":
+                raise SandboxLate(f"the sandbox did not start within {sandbox.wall_seconds(limit)} s of wall-clock "
+                                  f"time (a busy machine?)")
             raise SandboxUnavailable(f"the sandbox did not start (exit {run.returncode}): {printable(run.log_tail[-500:])}")
         status, why = _why(run, answers, group, limit, memory_mb)
         if status != "graded":

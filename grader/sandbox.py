@@ -71,6 +71,10 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot start a sandbox here; the message says what to do."""
 
 
+class SandboxLate(SandboxUnavailable):
+    """A sandbox that did not start within its wall-clock limit: a busy machine, worth one more try."""
+
+
 @dataclass
 class RunResult:
     returncode: int | None        # None when killed for a limit the grader enforces (wall, output)

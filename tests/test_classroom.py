@@ -21,7 +21,7 @@ from grader import (DEFAULT_TESTS, ExerciseResult, NotebookResult, Submission, a
                     load_hidden_tests)
 from grader import classroom
 from grader.classroom import Row, cell, find_students, main, safe_name, write_feedback, write_gradebook
-from grader.sandbox import check_bwrap
+from grader.sandbox import SandboxUnavailable, check_bwrap
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ["ch4_gelu", "ch4_deeper", "ch5_loss_plotter"]
@@ -261,15 +261,91 @@ def test_a_crashed_grader_is_its_students_row_and_a_broken_sandbox_writes_nothin
     grades = tmp_path / "grades.csv"
     grades.write_text("the last complete gradebook\n")
     monkeypatch.setattr(classroom, "check_bwrap", lambda: None)
-    runs = {"ann": (-9, "", "Killed"), "bo": (2, "", "grader: nothing graded: the sandbox did not start")}
+    runs = {"ann": (-9, b"", b"Killed"), "bo": (2, b"", b"grader: nothing graded: the sandbox did not start")}
     monkeypatch.setattr(classroom.subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
-        command, *runs[Path(command[-1]).parent.name]))
+        command, *runs[listed(kw)[0].parent.name]))
+
+    def no_sandbox():
+        raise SandboxUnavailable("no sandbox starts here")
+    monkeypatch.setattr(classroom, "check_bwrap", no_sandbox)
     assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu"]) == 2
-    assert grades.read_text() == "the last complete gradebook\n" and "did not start" in capsys.readouterr().err
+    assert grades.read_text() == "the last complete gradebook\n" and "no sandbox" in capsys.readouterr().err
+    monkeypatch.setattr(classroom, "check_bwrap", lambda: None)
     runs["bo"] = runs["ann"]
     assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu", "--jobs", "2"]) == 1
     assert grades.read_text().splitlines()[1:] == ["ann,0,0,24,grading failed (exit -9): Killed",
                                                     "bo,0,0,24,grading failed (exit -9): Killed"]
+
+
+def listed(kwargs) -> list[Path]:
+    """The notebooks a grader process was given: NUL-ended paths on its standard input."""
+    return [Path(os.fsdecode(p)) for p in kwargs["input"].split(b"\0") if p]
+
+
+def test_a_sandbox_that_starts_late_is_retried_and_one_that_fails_is_its_students_row(tmp_path, monkeypatch):
+    """A grader whose sandbox did not start in time (exit 3) runs once more; one whose sandbox
+    did not start twice (exit 2) on a machine where a sandbox does start is that student's row,
+    not the end of the class run; an exception while grading one student is that student's row."""
+    sub, grades = tmp_path / "submissions", tmp_path / "grades.csv"
+    for student in ("ann", "bo", "cy"):
+        handed_in(sub / student / "ch4_gelu.ipynb", "ch4_gelu")
+    fake_grader(monkeypatch)
+    real_run, calls = classroom.subprocess.run, []
+
+    def run(command, **kw):
+        student = listed(kw)[0].parent.name
+        calls.append(student)
+        if student == "ann" and calls.count("ann") == 1:
+            return subprocess.CompletedProcess(command, 3, b"", b"the sandbox did not start within 12 s")
+        if student == "bo":
+            return subprocess.CompletedProcess(command, 2, b"", b"grader: nothing graded: the sandbox did not start")
+        if student == "cy":
+            raise OSError(7, "Argument list too long")
+        return real_run(command, **kw)
+    monkeypatch.setattr(classroom.subprocess, "run", run)
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu"]) == 1
+    rows = list(csv.reader(grades.open()))[1:]
+    assert rows[0] == ["ann", "24", "24", "24", ""] and calls.count("ann") == 2 and calls.count("bo") == 2
+    assert rows[1][-1].startswith("not graded (exit 2, twice): grader: nothing graded")
+    assert rows[2][-1] == "grading failed: OSError: [Errno 7] Argument list too long"
+
+
+def test_thousands_of_notebooks_from_one_student_are_that_students_row(tmp_path, hidden):
+    """9,000 empty notebooks with long names in one student's folder: that student is an error
+    row, the others are graded (the real grader, its paths through standard input)."""
+    sub, grades = tmp_path / "submissions", tmp_path / "grades.csv"
+    handed_in(sub / "ann" / "ch4_gelu.ipynb", "ch4_gelu", solution_code("ch4_gelu"))
+    flood = sub / "mallory"
+    flood.mkdir()
+    for i in range(9_000):
+        (flood / f"{i:05d}_{'x' * 200}_ch4_gelu.ipynb").touch()
+    handed_in(sub / "zed" / f"{'z' * 200}_ch4_gelu.ipynb", "ch4_gelu", solution_code("ch4_gelu"))
+    assert main([str(sub), "--csv", str(grades), "--assignment", "ch4_gelu", "--timeout", str(CPU_CAP)]) == 1
+    rows = list(csv.reader(grades.open()))[1:]
+    assert rows == [["ann", "24", "24", "24", ""],
+                    ["mallory", "0", "0", "24", f"not graded: 9,000 notebooks handed in, more than "
+                                                f"{classroom.MAX_NOTEBOOKS} (one per exercise is enough)"],
+                    ["zed", "24", "24", "24", ""]]
+
+
+def test_the_grader_reads_a_list_of_notebooks_and_refuses_too_many(tmp_path, monkeypatch, capsys):
+    """`python -m grader --notebooks-from`: NUL-ended paths (a newline in a name is kept); more
+    than MAX_NOTEBOOKS is one line of usage error, exit 2."""
+    from grader import __main__ as cli
+    listing = tmp_path / "list"
+    names = [tmp_path / f"a\nb{i}_ch4_gelu.ipynb" for i in range(cli.MAX_NOTEBOOKS + 1)]
+    listing.write_bytes(b"".join(os.fsencode(p) + b"\0" for p in names))
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--notebooks-from", str(listing)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and err.endswith(f"65 notebooks given: one student hands in at most 64")
+    seen = {}
+    monkeypatch.setattr(cli, "check_bwrap", lambda: None)
+    monkeypatch.setattr(cli, "grade_submission", lambda paths, **kw: seen.setdefault("paths", paths) and
+                        Submission([], [], 0, 0))
+    listing.write_bytes(b"".join(os.fsencode(p) + b"\0" for p in names[:2]))
+    cli.main(["--notebooks-from", str(listing)])
+    assert seen["paths"] == names[:2]
 
 
 def test_help_says_how_students_are_named(capsys):
@@ -285,10 +361,11 @@ def fake_grader(monkeypatch, score=24):
     monkeypatch.setattr(classroom, "check_bwrap", lambda: None)
 
     def run(command, **kw):
-        notebooks = [NotebookResult(path, ExerciseResult("ch4_gelu", "GELU", "graded", "", score, 24, number="4.1"))
-                     for path in command[command.index("--") + 1:]]
+        notebooks = [NotebookResult(str(path), ExerciseResult("ch4_gelu", "GELU", "graded", "", score, 24,
+                                                              number="4.1"))
+                     for path in listed(kw)]
         out = json.dumps(as_dict(Submission(notebooks, [], score * len(notebooks), 24)))
-        return subprocess.CompletedProcess(command, 0, out, "")
+        return subprocess.CompletedProcess(command, 0, out.encode(), b"")
     monkeypatch.setattr(classroom.subprocess, "run", run)
 
 
