@@ -225,11 +225,15 @@ def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT
         raise ValueError(f"the assignment names exercises without hidden tests: {unknown}")
     counts = Counter(named)
     handed_in = {ex: path for path, ex in zip(paths, named) if ex is not None and counts[ex] == 1}
+    used_by = {piece: ex for ex in assignment for piece in hidden[ex].EXERCISE.builds_on}
     notebooks = []
     for path, ex in zip(paths, named):
         module = hidden.get(ex)
         if ex is None:
             notebooks.append(_names_nothing(path, hidden))
+        elif ex not in assignment and ex in used_by:
+            notebooks.append(NotebookResult(str(path), None, note=f"a piece of {used_by[ex]}, which builds on it "
+                                                                  f"(not graded on its own in this assignment)"))
         elif ex not in assignment:
             notebooks.append(NotebookResult(str(path), None, f"exercise {ex} is not part of this assignment"))
         elif counts[ex] > 1:

@@ -41,6 +41,7 @@ class NotebookResult:
     path: str
     exercise: ExerciseResult | None
     error: str | None = None     # the notebook could not be graded (then exercise may be None)
+    note: str = ""               # why it was read but not graded (a piece of a capstone graded alone)
 
 
 @dataclass
@@ -92,8 +93,8 @@ def _exercise(data: dict) -> ExerciseResult:
 
 def submission_from_dict(data: dict) -> Submission:
     """The Submission that `as_dict` wrote (what `python -m grader --json` printed)."""
-    notebooks = [NotebookResult(nb["path"], _exercise(nb["exercise"]) if nb["exercise"] else None, nb["error"])
-                 for nb in data["notebooks"]]
+    notebooks = [NotebookResult(nb["path"], _exercise(nb["exercise"]) if nb["exercise"] else None, nb["error"],
+                                nb.get("note", "")) for nb in data["notebooks"]]
     return Submission(notebooks, [_exercise(ex) for ex in data["missing"]], data["score"], data["max_score"])
 
 
@@ -113,7 +114,8 @@ def report(submission: Submission, instructor: bool = False) -> str:
     """The submission as text: per notebook its exercise and tests, the missing exercises, the total."""
     blocks = []
     for nb in submission.notebooks:
-        lines = [printable(nb.path)] + ([f"  ERROR: {nb.error}"] if nb.error else [])
+        lines = [printable(nb.path)] + ([f"  ERROR: {nb.error}"] if nb.error else []) + \
+            ([f"  {nb.note}"] if nb.note else [])
         blocks.append("\n".join(lines + (_exercise_lines(nb.exercise, instructor) if nb.exercise else [])))
     if submission.missing:
         blocks.append("\n".join(["missing"] + [line for ex in submission.missing for line in _exercise_lines(ex, instructor)]))

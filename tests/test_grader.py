@@ -154,6 +154,20 @@ def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path):
     assert ex.status == "missing-pieces" and "ch6_kv_cache" in ex.message and ex.score == 0, report(ex)
 
 
+def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden, capsys):
+    """`--assignment ch6_your_gpt2` with the pieces handed in: each piece is read for the
+    capstone and reported as such, none is an error (exit 0, an empty error column in a class)."""
+    from grader.classroom import _problems
+    pieces = [SOLVED[ex] for ex in hidden[CAPSTONE].EXERCISE.builds_on]
+    stub = ROOT / "exercises" / f"{CAPSTONE}.ipynb"
+    submission = grade_submission([stub, *pieces], hidden=hidden, assignment=[CAPSTONE], timeout=1)
+    assert [nb.error for nb in submission.notebooks] == [None] * (1 + len(pieces))
+    assert all(nb.exercise is None and nb.note.startswith(f"a piece of {CAPSTONE}") for nb in submission.notebooks[1:])
+    assert _problems(submission, [CAPSTONE]) == "" and submission.max_score == max_score(hidden[CAPSTONE])
+    assert main([str(stub), *map(str, pieces), "--assignment", CAPSTONE, "--timeout", "1"]) == 0
+    assert "ERROR" not in capsys.readouterr().out
+
+
 # ---- wrong answers ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def wrong_results(hidden, tmp_path_factory):
