@@ -34,6 +34,7 @@ import numpy as np
 
 from .assets import cache_dir
 from .atomic import write_atomic
+from .cached import shifted
 from .config import GPTConfig
 from .twins import as_model_ids, twin_module, twin_of
 
@@ -239,8 +240,13 @@ def _digest(*parts):
 
 
 def _settings(n_folds, sizes, config, pretrain, task, finetuning):
-    return dict(n_folds=n_folds, sizes=list(sizes), config=config.to_dict(), pretrain={**PRETRAIN, **(pretrain or {})},
-                task={**TASK, **(task or {})}, finetune={**FINETUNE, **(finetuning or {})}, inits=INITS)
+    """The experiment's settings as it runs them: the seeds of its trainings shifted by the course
+    seed (`lib.cached.shifted`; the pre-training's shift happens in `trained_folder`, which is given
+    the settings as written)."""
+    pretrain, finetuning = {**PRETRAIN, **(pretrain or {})}, {**FINETUNE, **(finetuning or {})}
+    return dict(n_folds=n_folds, sizes=list(sizes), config=config.to_dict(),
+                pretrain={**pretrain, "seed": shifted(pretrain["seed"])}, task={**TASK, **(task or {})},
+                finetune={**finetuning, "seed": shifted(finetuning["seed"])}, inits=INITS)
 
 
 def experiment_file(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, pretrain=None, task=None, finetuning=None):

@@ -37,6 +37,7 @@ import numpy as np
 
 from .assets import cache_dir
 from .atomic import write_atomic
+from .cached import shifted
 from .twins import as_model_ids, forward, twin_module, twin_of
 
 TEXT_VOCAB = 256                                  # bytes
@@ -386,7 +387,10 @@ def optimizer_bytes(optimizer):
 
 
 def _settings():
-    return dict(data=DATA, sft=SFT, lora=LORA, dpo=DPO, tasks=TASKS, line_chars=LINE_CHARS, test_lines=TEST_LINES)
+    """The experiment's settings as it runs them: the seeds of its trainings shifted by the course
+    seed (`lib.cached.shifted`; the small model it starts from is shifted where it is trained)."""
+    return dict(data=DATA, sft={**SFT, "seed": shifted(SFT["seed"])}, lora=LORA,
+                dpo={**DPO, "seed": shifted(DPO["seed"])}, tasks=TASKS, line_chars=LINE_CHARS, test_lines=TEST_LINES)
 
 
 def experiment_file():
@@ -433,10 +437,12 @@ def experiment(progress=True, device="cpu"):
     from .pretrained import shakespeare_small
 
     began = time.perf_counter()
+    settings = _settings()
+    tuning, preference = settings["sft"], settings["dpo"]
     data = instruction_data(**DATA)
     train_pairs, test_pairs = pairs_of(data["train"]), pairs_of(data["test"])
     train_triples = preference_pairs(data["train"], DATA["seed"])
-    base = add_chat_tokens(shakespeare_small("torch")).to(device)
+    base = add_chat_tokens(shakespeare_small("torch"), tuning["seed"]).to(device)
     runs = {"base": _scores(base, data)}
     for name, mask_prompt, lora in (("sft", True, False), ("sft_no_mask", False, False), ("lora", True, True)):
         model = copy.deepcopy(base).train()
@@ -446,7 +452,7 @@ def experiment(progress=True, device="cpu"):
         trainable = sum(p.numel() for _, p in twin.trainable_parameters(model))
         start = time.perf_counter()
         history = sft(model, train_pairs, mask_prompt, progress=progress,
-                      **{**SFT, **({"lr": LORA["lr"]} if lora else {})})
+                      **{**tuning, **({"lr": LORA["lr"]} if lora else {})})
         runs[name] = dict(loss=history["loss"], trainable=trainable, optimizer_bytes=history["optimizer_bytes"],
                           seconds=time.perf_counter() - start)
         if lora:
@@ -456,15 +462,15 @@ def experiment(progress=True, device="cpu"):
             reference = model
             model.save(sft_folder())                        # for sampling; atomic
     ref_logp = reference_logps(reference, train_triples)
-    for name, beta, with_ref in (("dpo", DPO["beta"], True), ("dpo_no_ref", DPO["beta"], False),
-                                 ("dpo_small_beta", DPO["small_beta"], True)):
+    for name, beta, with_ref in (("dpo", preference["beta"], True), ("dpo_no_ref", preference["beta"], False),
+                                 ("dpo_small_beta", preference["small_beta"], True)):
         model = copy.deepcopy(reference).train()
         start = time.perf_counter()
         history = dpo(model, train_triples, ref_logp if with_ref else np.zeros_like(ref_logp), beta=beta,
-                      progress=progress, **{k: DPO[k] for k in ("steps", "batch_size", "lr", "grad_clip", "seed")})
+                      progress=progress, **{k: preference[k] for k in ("steps", "batch_size", "lr", "grad_clip", "seed")})
         runs[name] = dict(loss=history["loss"], seconds=time.perf_counter() - start, beta=beta, reference=with_ref)
         runs[name].update(_scores(model, data), kl=kl_to(model.eval(), reference, test_pairs))
-    result = {"settings": _settings(), "tasks": [it["task"] for it in data["test"]], "runs": runs,
+    result = {"settings": settings, "tasks": [it["task"] for it in data["test"]], "runs": runs,
               "seconds": time.perf_counter() - began}
     write_atomic(path, json.dumps(result))
     return json.loads(path.read_text())                      # as a later call reads it

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 from .assets import cache_dir
+from .cached import shifted
 from .config import TRAIN_PRESETS, GPTConfig, TrainConfig
 from .twins import default_twin, twin_module
 
@@ -37,7 +38,9 @@ def trained_folder(name, config, recipe, train_ids, val_ids=None, *, device="cpu
     with `recipe` on train_ids (validated on val_ids, if given), trained if missing with the
     default twin (torch on `device` when installed, else numpy). Its name is `name` plus a digest
     of the recipe, the config and the token ids, so a change to any of them trains a new model
-    instead of reusing a stale one."""
+    instead of reusing a stale one. The recipe's seed is shifted by the course seed
+    (`lib.cached.shifted`) before anything else, so another course seed trains a model of its own."""
+    recipe = {**recipe, "seed": shifted(recipe["seed"])}
     digest = hashlib.sha256(json.dumps([recipe, config.to_dict()]).encode())
     digest.update(train_ids.tobytes())
     if val_ids is not None:

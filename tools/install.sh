@@ -38,22 +38,11 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
-# The small model trained on Shakespeare that chapters 3, 5, 6 and the widgets use: trained once
-# here (2,000 steps) and cached, so that no notebook pays for it.
-"$PY" -c "import lib.pretrained as p; print('install.sh: small Shakespeare model in', p.shakespeare_small_folder())"
-# Chapter 8's modern-block model, which chapter 6b evaluates: 300 steps, under a minute, once.
-"$PY" -c "import lib.pretrained as p; print('install.sh: modern-block model in', p.modern_small_folder())"
-# Chapter 5's dropout measurement (the small preset twice on 4,000 bytes): about a minute each, once.
-"$PY" -c "import lib.overfitting as o; o.dropout_runs(progress=False); print('install.sh: chapter 5 dropout runs cached')"
-
-# Chapter 7's experiment (2 small pre-trainings, 12 fine-tunings): under 5 minutes on 2 cores,
-# once, then cached, so that neither the chapter nor the book build pays for it (without it the
-# build stops before it starts, saying what to run).
-"$PY" -c "import lib.finetune as f; f.word_order_experiment(progress=False); print('install.sh: chapter 7 experiment cached')"
-# Chapter 9's experiment (instruction tuning with and without the loss mask, LoRA, three DPO runs, from the
-# small Shakespeare model): about 4 minutes on a 2-core CPU (253 s measured, one thread), once, then cached with
-# the tuned model the chapter samples from.
-"$PY" -c "import lib.posttrain as p; p.experiment(progress=False); print('install.sh: chapter 9 experiment cached')"
+# Every model and experiment the chapters read from the course cache (lib.cached.RUNS: the small
+# Shakespeare model, chapter 8's modern block, chapter 5's dropout runs, chapters 7's and 9's
+# experiments): trained once here, about 8 minutes on 2 cores, then cached, so that no notebook
+# and no book build pays for them. GPT2_COURSE_SEED (default 0) shifts all their seeds.
+"$PY" -m lib.cached
 
 # The book's offline assets (require.js, the widget manager, MathJax, fonts) from npm.
 "$PY" tools/fetch_assets.py
