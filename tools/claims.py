@@ -162,6 +162,14 @@ class AssertRecorder(ast.NodeTransformer):
         return ast.copy_location(ast.Expr(call), node)
 
 
+def instrumented(index, source):
+    """A code cell as the tool executes it: a first line tells the recorder which cell runs (its
+    asserts' lines are counted from the line after). A cell magic must stay first: left as it is."""
+    if source.lstrip().startswith("%%"):
+        return source
+    return f"__claims__.at({index}, {source!r})\n" + source
+
+
 def install(out):
     """Run in the kernel first: every later cell's asserts are recorded into `out`."""
     from IPython import get_ipython
@@ -177,8 +185,8 @@ def parse_seeds(text):
     seeds = []
     try:
         for part in text.split(","):
-            low, _, high = part.partition("-")
-            seeds += range(int(low), int(high or low) + 1)
+            low, dash, high = part.partition("-")
+            seeds += range(int(low), int(high if dash else low) + 1)
     except ValueError:
         raise ValueError(f"--seeds must be a range like 0-4 or a list like 0,2,5 of whole numbers, got {text!r}")
     if not seeds or min(seeds) < 0:
@@ -233,8 +241,8 @@ def execute(seed, notebook, log, busy=False):
     raw.unlink(missing_ok=True)
     nb = nbformat.read(ROOT / notebook, as_version=4)
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and not cell.source.lstrip().startswith("%%"):
-            cell.source = f"__claims__.at({index}, {cell.source!r})\n" + cell.source
+        if cell.cell_type == "code":
+            cell.source = instrumented(index, cell.source)
     nb.cells.insert(0, nbformat.v4.new_code_cell(
         f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import claims; claims.install({str(raw)!r})"))
     env = seed_env(seed)
