@@ -7,6 +7,7 @@ cells, judging.py judges what came back, results.py holds the outcome.
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import tempfile
 from collections import Counter
@@ -21,6 +22,7 @@ from .sandbox import SandboxLate, SandboxUnavailable
 from .spec import Config, Exercise, Model, Rng, Test, Verdict
 
 DEFAULT_TESTS = ROOT / "solutions" / "hidden_tests"
+MAX_PIECES_BYTES = 4 << 20      # the graded code of all a capstone's pieces together, UTF-8 (solutions: ~30 kB)
 CONVENTIONS = Path(__file__).with_name("conventions.py")     # the drivers, copied beside the runner
 
 
@@ -108,39 +110,44 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
     verdicts: dict[int, Verdict] = {}
     problems = []
     unloadable = None                                         # (CPU limit, reason) once the cells failed to load
-    for group, seconds in exercise.groups.items():
-        members = [i for i, t in enumerate(tests) if t.group == group]
-        limit = cpu_limit(seconds, timeout)
-        if not members:
-            continue
-        if unloadable is not None and limit <= unloadable[0]:   # the same cells would fail again
-            verdicts.update((i, Verdict(False, f"not run: {unloadable[1]}")) for i in members)
-            continue
-        jobs = _jobs([tests[i] for i in members])
-        job = {"exercise": exercise.notebook, "tests": jobs}
+    with tempfile.TemporaryDirectory(prefix="grade-") as root:
+        shared = None                                         # the pieces, written once for every group
         if exercise.builds_on:
-            job["pieces"] = {"sources": pieces or {},
-                             "names": {ex: list(names) for ex, names in exercise.builds_on.items()}}
-        with tempfile.TemporaryDirectory(prefix="grade-") as root:
-            box = sandbox.make_box(Path(root), code, job, exercise.blocked)
+            shared = Path(root) / "pieces.json"
+            shared.write_text(json.dumps({"sources": pieces or {}, "names": {
+                ex: list(names) for ex, names in exercise.builds_on.items()}}, ensure_ascii=False,
+                separators=(",", ":")), encoding="utf-8")
+        for group, seconds in exercise.groups.items():
+            members = [i for i, t in enumerate(tests) if t.group == group]
+            limit = cpu_limit(seconds, timeout)
+            if not members:
+                continue
+            if unloadable is not None and limit <= unloadable[0]:   # the same cells would fail again
+                verdicts.update((i, Verdict(False, f"not run: {unloadable[1]}")) for i in members)
+                continue
+            jobs = _jobs([tests[i] for i in members])
+            job = {"exercise": exercise.notebook, "tests": jobs, "pieces": shared is not None}
+            box = sandbox.make_box(Path(root) / group, code, job, exercise.blocked, shared=[shared] if shared else [])
             shutil.copy(CONVENTIONS, box / "conventions.py")
             (box / "conventions.py").chmod(0o644)                   # readable by the sandbox's user
             run = sandbox.run(box, masked=exercise.masked, forbidden=forbidden, cpu_seconds=limit,
                               memory_mb=memory_mb)
-        answers = read_answers(run.answers, [job["id"] for job in jobs])
-        if "__start__" not in answers:
-            if run.limit == "wall":
-                raise SandboxLate(f"the sandbox did not start within {sandbox.wall_seconds(limit)} s of wall-clock "
-                                  f"time (a busy machine?)")
-            raise SandboxUnavailable(f"the sandbox did not start (exit {run.returncode}): {printable(run.log_tail[-500:])}")
-        status, why = _why(run, answers, group, limit, memory_mb)
-        if status != "graded":
-            problems.append((status, why))
-        loaded = answers.get("__load__", {}).get("ok", False)
-        if not loaded:
-            unloadable = (limit, why)
-        for i, job in zip(members, jobs):
-            verdicts[i] = judge(tests[i], answers.get(job["id"]) if loaded else None, f"no answer: {why}")
+            shutil.rmtree(box)
+            answers = read_answers(run.answers, [job["id"] for job in jobs])
+            if "__start__" not in answers:
+                if run.limit == "wall":
+                    raise SandboxLate(f"the sandbox did not start within {sandbox.wall_seconds(limit)} s of "
+                                      f"wall-clock time (a busy machine?)")
+                raise SandboxUnavailable(f"the sandbox did not start (exit {run.returncode}): "
+                                         f"{printable(run.log_tail[-500:])}")
+            status, why = _why(run, answers, group, limit, memory_mb)
+            if status != "graded":
+                problems.append((status, why))
+            loaded = answers.get("__load__", {}).get("ok", False)
+            if not loaded:
+                unloadable = (limit, why)
+            for i, job in zip(members, jobs):
+                verdicts[i] = judge(tests[i], answers.get(job["id"]) if loaded else None, f"no answer: {why}")
     if problems:
         result.status, result.message = problems[0][0], clip("; ".join(why for _, why in problems))
     gated = gate(tests, [verdicts[i] for i in range(len(tests))])
@@ -160,7 +167,7 @@ def pieces_of(module, handed_in: dict) -> tuple[dict, str]:
     """The graded cells of the student's notebooks that an exercise builds on (module.EXERCISE.
     builds_on), from handed_in ({exercise: path}, the notebooks handed in with it): ({exercise:
     source}, "") or ({}, why not, in one line)."""
-    sources, missing = {}, []
+    sources, missing, size = {}, [], 0
     for ex in module.EXERCISE.builds_on:
         if ex not in handed_in:
             missing.append(ex)
@@ -172,6 +179,10 @@ def pieces_of(module, handed_in: dict) -> tuple[dict, str]:
         if not sources[ex].strip():
             return {}, clip(f"your notebook of exercise {ex} ({Path(handed_in[ex]).name}) has no cell tagged "
                             f"{TAG_PREFIX}{ex}")
+        size += len(sources[ex].encode("utf-8"))
+        if size > MAX_PIECES_BYTES:
+            return {}, clip(f"its pieces' graded cells hold over {MAX_PIECES_BYTES:,} bytes of code together "
+                            f"(at {ex}); keep them to the code the exercises ask for")
     if missing:
         return {}, clip(f"it builds on your notebooks of {', '.join(missing)}: hand them in with it, one "
                         f"each (python -m grader exercises/*.ipynb grades them together)")

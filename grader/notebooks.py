@@ -1,8 +1,10 @@
 """Reading handed-in notebooks: the JSON, the graded code in it, the exercise its file name names, the book's number.
 
 A notebook is hostile input: `read_notebook` opens a regular file only (no link, pipe or
-folder), at most MAX_NOTEBOOK_BYTES, and refuses what is not an nbformat 4 notebook with one
-clear NotebookError. Which exercise a file is graded on comes from its name, never from its
+folder), at most MAX_NOTEBOOK_BYTES and MAX_NOTEBOOK_STRUCTURE brackets and commas (counted
+before it is parsed: 32 MiB of empty lists would cost some 900 MB parsed), and refuses what is
+not an nbformat 4 notebook with one clear NotebookError; `graded_code` refuses graded cells of
+more than MAX_CODE_BYTES. Which exercise a file is graded on comes from its name, never from its
 content (`exercise_for`).
 """
 from __future__ import annotations
@@ -15,10 +17,14 @@ import stat
 from collections import Counter
 from pathlib import Path
 
+from .results import json_structure
+
 ROOT = Path(__file__).resolve().parents[1]
 TAG_PREFIX = "graded:"
 MAX_NOTEBOOK_BYTES = 32 << 20
 MAX_NOTEBOOKS = 64                  # one student's, in one run: the course has 19 exercises
+MAX_NOTEBOOK_STRUCTURE = 400_000    # [ { and , in one notebook (a solved one has under 2,000): ~25 MB parsed
+MAX_CODE_BYTES = 1 << 20            # of one notebook's graded cells, UTF-8 (a solution's: under 10 kB)
 
 
 class NotebookError(ValueError):
@@ -39,6 +45,9 @@ def read_notebook(path) -> dict:
         if info.st_size > MAX_NOTEBOOK_BYTES:
             raise NotebookError(f"it is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
         data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    if json_structure(data) > MAX_NOTEBOOK_STRUCTURE:
+        raise NotebookError(f"it holds over {MAX_NOTEBOOK_STRUCTURE:,} brackets and commas (a notebook's outputs "
+                            f"can be cleared: Edit > Clear Outputs of All Cells)")
     try:
         nb = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -68,7 +77,11 @@ def graded_code(nb: dict, exercise: str) -> str:
         except UnicodeEncodeError:
             raise NotebookError(f"cell {i} holds characters that are not text (lone surrogates)") from None
         parts.append(f"# --- cell {i} ---\n{source}\n")
-    return "\n".join(parts)
+    code = "\n".join(parts)
+    size = len(code.encode("utf-8"))
+    if size > MAX_CODE_BYTES:
+        raise NotebookError(f"its graded cells hold {size:,} bytes of code, over the {MAX_CODE_BYTES:,} graded")
+    return code
 
 
 def exercise_for(path, hidden: dict) -> str | None:

@@ -67,6 +67,12 @@ def clip(text: str) -> str:
     return short if len(text) <= MAX_TEXT and len(short) <= MAX_TEXT else short[:MAX_TEXT - 3] + "..."
 
 
+def json_structure(data: bytes) -> int:
+    """The [ { and , in JSON text: an upper bound on the containers and items json.loads would
+    make of it, each some 50 bytes or more however small it is written."""
+    return data.count(b"[") + data.count(b"{") + data.count(b",")
+
+
 def max_score(module) -> int:
     """The points of a hidden-test module's tests, all together."""
     return sum(t.points for t in module.tests())

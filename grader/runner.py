@@ -2,9 +2,9 @@
 
     python -s -B /grade/runner.py          (started by grader/sandbox.py, never by hand)
 
-Reads /grade/job.json (the tests: function, driver, encoded arguments; for a capstone, also the
-graded cells of the student's earlier exercises, which become the namespace's `parts`) and
-/grade/student.py (the graded cells); how each test calls the graded definitions is
+Reads /grade/job.json (the tests: function, driver, encoded arguments; for a capstone, also
+/grade/pieces.json, the graded cells of the student's earlier exercises, which become the
+namespace's `parts`) and /grade/student.py (the graded cells); how each test calls the graded definitions is
 /grade/conventions.py's (the drivers of grader/conventions.py, copied beside this file). Writes
 one JSON line per test to the answers pipe (the file descriptor in
 $GRADE_ANSWERS_FD), flushing after each, so a crash or a timeout keeps the answers given so far:
@@ -181,7 +181,9 @@ def main():
     try:
         if job.get("pieces"):                               # a capstone: the student's earlier cells
             from lib.handin import parts_from_sources
-            namespace["parts"] = parts_from_sources(job["pieces"]["sources"], job["pieces"]["names"])
+            with open(os.path.join(here, "pieces.json"), encoding="utf-8") as f:
+                pieces = json.load(f)
+            namespace["parts"] = parts_from_sources(pieces["sources"], pieces["names"])
         exec(compile(source, "<graded cells>", "exec"), namespace)
     except BaseException as exc:                             # SystemExit, KeyboardInterrupt included
         write({"id": "__load__", "ok": False, "error": error_record(exc)})

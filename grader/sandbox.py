@@ -4,7 +4,8 @@ What the code in it can see (all read-only but /tmp):
 - the system's /usr (with /bin, /lib, /lib64 as on the host) and the dynamic linker's cache;
 - the Python installation and its site-packages, minus the `masked` packages (torch and
   transformers by default: an empty folder whose __init__ raises ImportError);
-- /grade: runner.py, job.json (the tests and their inputs), student.py and lib/, a copy of lib
+- /grade: runner.py, job.json (the tests and their inputs), student.py, pieces.json (a capstone's
+  pieces) and lib/, a copy of lib
   in which every `blocked` name is replaced by a stub that raises (the answer's source is not
   in the copy);
 - an empty /tmp of TMP_BYTES, its own /proc (read-only) and a minimal /dev.
@@ -378,13 +379,16 @@ def _read_pipes(answers_r: int, log_r: int, deadline: float) -> tuple[bytearray,
     return answers, log, None
 
 
-def make_box(root: Path, code: str, job: dict, blocked) -> Path:
-    """root/box, holding what /grade will show: runner, job, code, lib. Readable by everyone
-    (the sandbox's user is not the grader's), inside `root`, which stays the grader's alone."""
+def make_box(root: Path, code: str, job: dict, blocked, shared=()) -> Path:
+    """root/box, holding what /grade will show: runner, job, code, lib, and a hard link to each
+    file of `shared` (written once for several boxes, beside `root`). Readable by everyone
+    (the sandbox's user is not the grader's), inside `root`'s parent, which stays the grader's alone."""
     box = root / "box"
-    box.mkdir()
+    box.mkdir(parents=True)
     shutil.copy(Path(__file__).with_name("runner.py"), box / "runner.py")
-    (box / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    (box / "job.json").write_text(json.dumps(job, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+    for path in shared:
+        os.link(path, box / path.name)
     (box / "student.py").write_text(code, encoding="utf-8")
     (box / "masked_init.py").write_text(
         "raise ImportError('this package is unavailable while grading: graded cells use numpy, math and lib')\n")

@@ -926,6 +926,65 @@ def test_malformed_notebooks_are_their_own_errors(tmp_path, hidden, monkeypatch)
     assert list(scratch.iterdir()) == []
 
 
+def test_a_notebook_of_millions_of_empty_lists_is_refused_before_it_is_parsed(tmp_path):
+    """32 MiB of [] (11 million lists, some 900 MB parsed) is one line of error, and reading it
+    costs the grader little more than its size: its peak memory grows by under 80 MB (the 32 MiB
+    read, and room for the allocator) over what the process held before."""
+    path = tmp_path / "ch4_gelu.ipynb"
+    lists = ((32 << 20) - 200) // 3
+    path.write_text('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [], "x": [' + "[]," * lists + "[]]}")
+    probe = ("import resource, sys\nfrom grader.notebooks import NotebookError, read_notebook\n"
+             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+             "try:\n    read_notebook(sys.argv[1])\nexcept NotebookError as e:\n    print(e)\n"
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], cwd=ROOT, capture_output=True, text=True, check=True)
+    message, growth_kb = out.stdout.splitlines()
+    assert message.startswith("it holds over 400,000 brackets and commas") and int(growth_kb) < 80_000, out.stdout
+
+
+def _padded_notebook(exercise, folder, padding):
+    """The solved notebook of `exercise` with `padding` characters of emoji in a comment of its graded cell."""
+    nb = nbformat.read(SOLVED[exercise], as_version=4)
+    for cell in nb.cells:
+        if f"graded:{exercise}" in cell.metadata.get("tags", []):
+            cell.source += "\n# " + "\U0001F600" * padding + "\n"
+    nbformat.write(nb, folder / f"{exercise}.ipynb")
+    return folder / f"{exercise}.ipynb"
+
+
+def test_a_submissions_graded_code_has_a_budget(tmp_path, hidden):
+    """Graded cells of more than 1 MiB in one notebook, or pieces of more than 4 MiB together,
+    are one line each, before any sandbox runs (ten 32 MiB pieces of emoji once cost 2.2 GB)."""
+    from grader.grading import MAX_PIECES_BYTES
+    from grader.notebooks import MAX_CODE_BYTES
+    big = _padded_notebook("ch4_gelu", tmp_path, MAX_CODE_BYTES // 4)
+    result = grade_notebook(big, hidden=hidden)
+    assert result.exercise is None and result.error.startswith("cannot read the notebook: its graded cells hold "), result
+    pieces = {ex: _padded_notebook(ex, tmp_path, MAX_CODE_BYTES // 4 - 4096) for ex in hidden[CAPSTONE].EXERCISE.builds_on}
+    capstone = only_exercise(grade_notebook(SOLVED[CAPSTONE], hidden=hidden, handed_in=pieces))
+    assert capstone.status == "missing-pieces" and capstone.score == 0, report(capstone)
+    assert capstone.message.startswith(f"its pieces' graded cells hold over {MAX_PIECES_BYTES:,} bytes"), capstone.message
+
+
+def test_a_capstones_pieces_are_written_once_and_compactly(hidden, monkeypatch):
+    """One pieces.json for all the capstone's sandbox runs (hard-linked into each), UTF-8 as it is
+    (an emoji is 4 bytes, not the 12 of ensure_ascii's escapes), no indentation."""
+    seen = []
+
+    def run(box, **kw):
+        pieces = box / "pieces.json"
+        seen.append((pieces.stat().st_ino, pieces.stat().st_nlink, pieces.read_bytes(), (box / "job.json").read_bytes()))
+        return sandbox.RunResult(0, None, 0.0, b'{"id": "__start__", "ok": true}\n{"id": "__load__", "ok": true}\n', "")
+    monkeypatch.setattr(sandbox, "run", run)
+    sources = {ex: f"# \U0001F600 {ex}\n" for ex in hidden[CAPSTONE].EXERCISE.builds_on}
+    grade_exercise("pass\n", hidden[CAPSTONE], timeout=1, memory_mb=512, forbidden=[], pieces=sources)
+    assert len(seen) == len(hidden[CAPSTONE].EXERCISE.groups) and len({ino for ino, *_ in seen}) == 1
+    assert all(links == 2 for _, links, *_ in seen)             # the one file and this box's link
+    written = seen[0][2]
+    assert json.loads(written)["sources"] == sources and "\U0001F600".encode() in written and b"\\ud83d" not in written
+    assert b", " not in seen[0][3] and b'"pieces":true' in seen[0][3]
+
+
 def test_the_assignment_decides_the_exercise_and_the_maximum(tmp_path, hidden):
     nb = nbformat.read(ROOT / "solutions" / "ch4_gelu.ipynb", as_version=4)
     nb.metadata.pop("grading", None)
