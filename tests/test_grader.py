@@ -154,6 +154,45 @@ def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path):
     assert ex.status == "missing-pieces" and "ch6_kv_cache" in ex.message and ex.score == 0, report(ex)
 
 
+def capstone_outside_sandbox(code, hidden):
+    """The capstone's graded `code` run here, with `parts` from the solved notebooks of its pieces."""
+    from lib.handin import parts_from_sources
+    builds_on = hidden[CAPSTONE].EXERCISE.builds_on
+    sources = {ex: graded_cell(SOLVED[ex], ex) for ex in builds_on}
+    namespace = {"__name__": "__graded__", "parts": parts_from_sources(sources, {k: list(v) for k, v in builds_on.items()})}
+    exec(compile(code, "<capstone>", "exec"), namespace)
+    return namespace
+
+
+CAPSTONE_DECODERS = {
+    "prompt back": "def generate(params, config, idx, max_new_tokens, rng, **options):\n    return idx\n",
+    "greedy whatever the options": ("_generate = generate\n\n\n"
+                                    "def generate(params, config, idx, max_new_tokens, rng, **options):\n"
+                                    "    return _generate(params, config, idx, max_new_tokens, rng)\n"),
+}
+
+
+def test_the_capstones_decoding_tests_catch_trivial_samplers_and_positions_from_zero(hidden):
+    """generate's sampling tests fail the prompt handed back and greedy decoding; its greedy
+    test with the cache fails a cached decode that counts the new tokens' positions from 0."""
+    solution = graded_cell(SOLVED[CAPSTONE], CAPSTONE)
+    off_by_position = wrong.apply(solution, next(w for w in wrong.WRONG if w.name == "positions_from_zero"))
+    answers = {"solution": solution, "positions from 0": off_by_position,
+               **{name: solution + "\n" + code for name, code in CAPSTONE_DECODERS.items()}}
+    tests = [t for t in hidden[CAPSTONE].tests() if t.function == "generate" and not t.expect_error]
+    passed = {}
+    for name, code in answers.items():
+        generate = capstone_outside_sandbox(code, hidden)["generate"]
+        passed[name] = {t.name: t.check(DRIVERS[t.driver](generate, [_build(a) for a in t.args],
+                                                          {k: _build(v) for k, v in t.kwargs.items()}))[0]
+                        for t in tests}
+    sampling = [t.name for t in tests if "top_" in t.name]
+    assert all(passed["solution"].values()) and len(sampling) == 2, passed["solution"]
+    for name in CAPSTONE_DECODERS:
+        assert not any(passed[name][t] for t in sampling), (name, passed[name])
+    assert not passed["positions from 0"]["generate: greedy with the cache, lib's tokens"], passed["positions from 0"]
+
+
 def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden, capsys):
     """`--assignment ch6_your_gpt2` with the pieces handed in: each piece is read for the
     capstone and reported as such, none is an error (exit 0, an empty error column in a class)."""

@@ -19,14 +19,17 @@ only its own points:
   every weight after (float64: 1e-8 relative, the order of the sums aside both compute the same).
 - decode: forward_cached chunk after chunk (a prompt, then one position at a time) against the
   logits of lib's GPT.forward on the whole sequence, float64 and float32; generate, greedy with and
-  without the cache, against greedy decoding with lib's model (exact ids); sampling with top-k
-  and top-p: every drawn token one that lib.sampling.filtered_probs keeps at its prefix.
+  without the cache, against greedy decoding with lib's model (exact ids), on a model and prompt
+  where a cached decode that counts positions from 0 changes the tokens; sampling with top-k and
+  top-p, 256 copies of one prompt: ids of the right shape, every drawn token one that
+  lib.sampling.filtered_probs keeps at its prefix, and the first new tokens within 5 standard
+  deviations of its frequencies (so that neither the prompt back nor greedy decoding passes).
 Edge tests (count only once the function's other tests pass): an lm_head that differs from wte,
 a context overrun in forward_cached and in generate (ValueError), gradients new at each call.
 """
 import numpy as np
 
-from grader.spec import Config, Exercise, Rng, Test, Verdict, close, equal
+from grader.spec import Config, Exercise, Rng, Test, Verdict, close, equal, frequencies
 from lib.config import GPTConfig, TrainConfig
 from lib.numpy_twin import GPT
 from lib.numpy_twin.train import cross_entropy
@@ -61,6 +64,7 @@ EXERCISE = Exercise(
 LAYOUTS = {"2 heads, 16 wide": dict(vocab_size=24, n_ctx=12, n_layer=2, n_head=2, n_embd=16),
            "3 heads, 24 wide": dict(vocab_size=20, n_ctx=12, n_layer=2, n_head=3, n_embd=24)}
 TIGHT = dict(rtol=1e-9, atol=1e-12)
+SAMPLED_ROWS = 256          # copies of one prompt, whose first new tokens show the sampling's frequencies
 
 
 # ---- lib's model, in the student's layout ------------------------------------------------------
@@ -186,12 +190,14 @@ def chunks_of(want, dtype, **tolerance):
     return check
 
 
-def drawn_from(model, prompt, top_k=None, top_p=None):
-    """Check: the prompt kept, then every new token one that filtered_probs keeps at its prefix
-    (temperature 1)."""
+def drawn_from(model, prompt, n, top_k=None, top_p=None):
+    """Check: ids of shape (B, T + n), the prompt kept, every new token one that filtered_probs
+    keeps at its prefix (temperature 1), and, the prompt's rows being one prompt repeated, the
+    first new tokens drawn with filtered_probs' frequencies (greedy decoding draws one token only)."""
     def check(got):
-        if not isinstance(got, np.ndarray) or got.ndim != 2 or got.shape[0] != prompt.shape[0]:
-            return False, f"expected ids of shape ({prompt.shape[0]}, T), got {type(got).__name__}"
+        if not isinstance(got, np.ndarray) or got.shape != (prompt.shape[0], prompt.shape[1] + n):
+            return Verdict(False, f"got {type(got).__name__} of shape {np.shape(got)}: not each prompt with "
+                                  f"max_new_tokens new ids", f"expected {(prompt.shape[0], prompt.shape[1] + n)}")
         if not np.issubdtype(got.dtype, np.integer) or not np.array_equal(got[:, :prompt.shape[1]], prompt):
             return False, "the prompt is not kept as the first ids (integers)"
         for t in range(prompt.shape[1], got.shape[1]):
@@ -199,7 +205,12 @@ def drawn_from(model, prompt, top_k=None, top_p=None):
             chosen = probs[np.arange(len(got)), np.clip(got[:, t], 0, probs.shape[1] - 1)]
             if ((got[:, t] < 0) | (got[:, t] >= probs.shape[1]) | (chosen == 0)).any():
                 return False, f"position {t}: a token that top_k={top_k}, top_p={top_p} removes was drawn"
-        return True, "every token among those kept"
+            if t == prompt.shape[1]:
+                verdict = frequencies(probs)(got[:, t])
+                if not verdict[0]:
+                    return Verdict(False, f"the first new token of {len(got)} copies of one prompt: {verdict[1]} "
+                                          f"(sample from the filtered probabilities)", *verdict[2:])
+        return True, "every token among those kept, drawn with their probabilities"
     return check
 
 
@@ -305,20 +316,26 @@ def _decode_tests():
     tests.append(Test("forward_cached: past n_ctx (ValueError)", "forward_cached",
                       (params, Config(fields), np.zeros((1, 13), np.int64), [[0, 13]]), group="decode",
                       driver="cached", expect_error="ValueError", edge=True))
-    prompt = idx[:, :3]
+    # generate: a model and prompt on which a cached decode that counts the new tokens' positions
+    # from 0 (wpe[0] for every new token) changes the greedy tokens of both rows, and whose first
+    # filtered distributions spread over 3 tokens or more (the likeliest under 0.5)
+    config, model = lib_model(fields, seed=72)
+    params = to_gpt2_layout(config, model.named_parameters())
+    prompt = np.random.default_rng(73).integers(0, config.vocab_size, (2, 3))
     greedy = prompt
     for _ in range(7):
         greedy = np.concatenate([greedy, model.forward(greedy)[:, -1:].argmax(-1)], axis=1)
+    copies = np.repeat(prompt[:1], SAMPLED_ROWS, axis=0)
     tests += [Test("generate: greedy with the cache, lib's tokens", "generate",
                    (params, Config(fields), prompt, 7, Rng(0)), equal(greedy), points=2, group="decode"),
               Test("generate: greedy without the cache, lib's tokens", "generate",
                    (params, Config(fields), prompt, 7, Rng(0)), equal(greedy), group="decode",
                    kwargs={"use_cache": False}),
-              Test("generate: top_k=3, every token among the 3 most likely", "generate",
-                   (params, Config(fields), prompt, 7, Rng(1)), drawn_from(model, prompt, top_k=3),
+              Test("generate: top_k=3, sampled among the 3 most likely", "generate",
+                   (params, Config(fields), copies, 4, Rng(1)), drawn_from(model, copies, 4, top_k=3),
                    group="decode", kwargs={"temperature": 1.0, "top_k": 3}),
-              Test("generate: top_p=0.6, every token in the nucleus", "generate",
-                   (params, Config(fields), prompt, 7, Rng(2)), drawn_from(model, prompt, top_p=0.6),
+              Test("generate: top_p=0.6, sampled in the nucleus", "generate",
+                   (params, Config(fields), copies, 4, Rng(2)), drawn_from(model, copies, 4, top_p=0.6),
                    group="decode", kwargs={"temperature": 1.0, "top_p": 0.6}),
               Test("generate: past n_ctx (ValueError)", "generate", (params, Config(fields), prompt, 10, Rng(0)),
                    group="decode", expect_error="ValueError", edge=True)]
