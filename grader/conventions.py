@@ -35,6 +35,29 @@ def drive_kvcache(cls, args, kwargs):
     return seen
 
 
+class _CountedModel:
+    """A model whose forward calls are recorded (the positions each is given); everything else
+    is the model's own."""
+
+    def __init__(self, model):
+        self._model, self.positions = model, []
+
+    def forward(self, idx, *args, **kwargs):
+        self.positions.append(int(np.shape(idx)[1]))
+        return self._model.forward(idx, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+
+def drive_counted(fn, args, kwargs):
+    """Exercise 6.1's generator `fn(model, idx, max_new_tokens)` on a model that records how many
+    positions each call of its forward is given. Returns [what fn returned, those counts]."""
+    model, *rest = args
+    counted = _CountedModel(model)
+    return [_copy(fn(counted, *rest, **kwargs)), counted.positions]
+
+
 def _copy(value):
     return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
 
@@ -353,4 +376,4 @@ DRIVERS = {"call": drive_call, "kvcache": drive_kvcache, "block_backward": drive
            "estimate_loss": drive_estimate_loss, "train_loop": drive_train_loop,
            "adamw": drive_adamw, "parts": drive_parts, "parts_backward": drive_parts_backward,
            "load": drive_load, "load_logits": drive_load_logits, "twice": drive_twice, "train": drive_train,
-           "cached": drive_cached}
+           "cached": drive_cached, "counted": drive_counted}

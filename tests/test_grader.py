@@ -193,6 +193,21 @@ def test_the_capstones_decoding_tests_catch_trivial_samplers_and_positions_from_
     assert not passed["positions from 0"]["generate: greedy with the cache, lib's tokens"], passed["positions from 0"]
 
 
+def test_an_extra_forward_pass_in_the_kv_cache_generator_costs_its_point(hidden):
+    """Exercise 6.1: feeding the model the last new token too (a forward pass for nothing) keeps
+    every token right and fails only the test that counts the model's calls (which then gates
+    generate_cached's edge test, as any failing test of it does)."""
+    module = hidden["ch6_kv_cache"]
+    code = wrong.apply(graded_cell(SOLVED["ch6_kv_cache"], "ch6_kv_cache"),
+                       next(w for w in wrong.WRONG if w.name == "feeds_the_last_token"))
+    tests = module.tests()
+    verdicts = verdicts_outside_sandbox(code, module)
+    failed = [t.name for t, v in zip(tests, verdicts) if not v.passed and t.group == "main"]
+    assert failed == ["greedy calls the model once per new token: the prompt, then one position at a time"], failed
+    solved = verdicts_outside_sandbox(graded_cell(SOLVED["ch6_kv_cache"], "ch6_kv_cache"), module)
+    assert all(v.passed for t, v in zip(tests, solved) if t.group == "main")
+
+
 def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden, capsys):
     """`--assignment ch6_your_gpt2` with the pieces handed in: each piece is read for the
     capstone and reported as such, none is an error (exit 0, an empty error column in a class)."""

@@ -12,6 +12,8 @@
   when the machine is busy. Measured on a 2-core x86 CPU: 1.3 s with lib's cache (plus ~0.6 s to
   start Python, numpy and the model), 68 s without one (every step reruns the whole sequence);
   the limit sits a factor ~5 above the first and ~7 below the second.
+- forward calls: greedy generation feeds the model the prompt once, then one position per new
+  token, and calls it no more (one point: an extra forward pass wastes time, its tokens are right).
 Edge tests, which a cache that returns what it is given or a generator that returns the prompt
 gets right: the whole context in one prefill, and max_new_tokens = 0.
 """
@@ -20,7 +22,7 @@ import functools
 import numpy as np
 
 from lib.config import GPTConfig
-from grader.spec import Config, Exercise, Model, Test, equal
+from grader.spec import Config, Exercise, Model, Test, Verdict, equal
 from lib.numpy_twin import GPT
 
 EXERCISE = Exercise(
@@ -98,6 +100,24 @@ def gen_test(name, config, seed, prompt, n, group="main", points=1, cached=False
                 group=group, points=points, edge=edge)
 
 
+def fed(expected, prompt_length, n):
+    """Check drive_counted's [ids, positions per forward call]: the ids, and the calls the prompt
+    once then one new position at a time, n calls in all."""
+    want_calls = [prompt_length] + [1] * (n - 1)
+
+    def check(got):
+        ids, calls = got
+        verdict = equal(expected)(ids)
+        if not verdict[0]:
+            return verdict
+        if calls != want_calls:
+            return Verdict(False, f"model.forward was called {len(calls)} times, given {calls[:8]} positions: "
+                                  f"feed the prompt once, then only each new token, and stop at the last",
+                           f"expected {want_calls}")
+        return Verdict(True, "the prompt once, then one position per new token")
+    return check
+
+
 def tests():
     prompts = np.random.default_rng(3).integers(0, 64, (3, 7))
     return [
@@ -111,6 +131,10 @@ def tests():
         gen_test("greedy, a batch of 3 prompts", TINY, 1, prompts, 12),
         gen_test("greedy, a prompt of one token", TINY, 2, prompts[:1, :1], 25),
         gen_test("greedy, prompt + new tokens fill the context exactly (7 + 25 = 32)", TINY, 3, prompts[1:2], 25),
+        Test("greedy calls the model once per new token: the prompt, then one position at a time",
+             "generate_cached", (Model(TINY, 5), prompts[:2], 9),
+             fed(_greedy(tuple(TINY.items()), 5, prompts[:2].tobytes(), prompts[:2].shape, 9, False), 7, 9),
+             driver="counted"),
         gen_test("max_new_tokens = 0 returns the prompt", TINY, 4, prompts[2:3], 0, edge=True),
         gen_test("speed: 800 tokens within 10 s of CPU time (without a cache: ~70 s)", FAST, 5,
                  np.arange(16)[None] * 7 % 256, 800, group="speed", points=3, cached=True),
