@@ -130,8 +130,9 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
             box = sandbox.make_box(Path(root) / group, code, job, exercise.blocked, shared=[shared] if shared else [])
             shutil.copy(CONVENTIONS, box / "conventions.py")
             (box / "conventions.py").chmod(0o644)                   # readable by the sandbox's user
+            memory = min(memory_mb, exercise.memory.get(group, memory_mb))
             run = sandbox.run(box, masked=exercise.masked, forbidden=forbidden, cpu_seconds=limit,
-                              memory_mb=memory_mb)
+                              memory_mb=memory)
             shutil.rmtree(box)
             answers = read_answers(run.answers, [job["id"] for job in jobs])
             if "__start__" not in answers:
@@ -140,7 +141,7 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
                                       f"wall-clock time (a busy machine?)")
                 raise SandboxUnavailable(f"the sandbox did not start (exit {run.returncode}): "
                                          f"{printable(run.log_tail[-500:])}")
-            status, why = _why(run, answers, group, limit, memory_mb)
+            status, why = _why(run, answers, group, limit, memory)
             if status != "graded":
                 problems.append((status, why))
             loaded = answers.get("__load__", {}).get("ok", False)

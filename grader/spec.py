@@ -66,6 +66,7 @@ class Exercise:
     blocked: tuple[str, ...] = ()
     masked: tuple[str, ...] = DEFAULT_MASKED
     groups: dict = field(default_factory=lambda: {"main": 60.0})
+    memory: dict = field(default_factory=dict)
     builds_on: dict = field(default_factory=dict)
 
 

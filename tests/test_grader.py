@@ -32,6 +32,7 @@ from grader.runner import MAX_DICT_KEYS, MAX_LINE_BYTES, encode, make_object
 from grader.sandbox import LIB_DIR, SandboxUnavailable, _blocked_source, check_bwrap, copy_lib
 from grader.spec import (Config, Exercise, Model, Rng, Test, Verdict, close, equal, filtered, frequencies,
                          integer)
+from lib import numpy_twin as nt
 
 ROOT = Path(__file__).resolve().parent.parent
 # Every exercise the grader knows, from its hidden tests: a new exercise is covered by every test
@@ -206,6 +207,67 @@ def test_an_extra_forward_pass_in_the_kv_cache_generator_costs_its_point(hidden)
     assert failed == ["greedy calls the model once per new token: the prompt, then one position at a time"], failed
     solved = verdicts_outside_sandbox(graded_cell(SOLVED["ch6_kv_cache"], "ch6_kv_cache"), module)
     assert all(v.passed for t, v in zip(tests, solved) if t.group == "main")
+
+
+# ---- hidden references written apart from lib agree with it ----------------------------------------------
+def test_the_hidden_references_of_exercises_10_1_9_1_and_9_2_agree_with_lib(hidden):
+    """Here, not in tests/test_flash.py or tests/test_posttrain.py: the student release has no hidden tests."""
+    from lib.numpy_twin import posttrain as npt
+    from lib.numpy_twin.flash import flash_attention, online_softmax_update
+    flash = hidden["ch10_flash"]
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 45, 8)) for _ in range(3))
+    assert np.abs(flash.flash_attention(q, k, v) - flash_attention(q, k, v, block_size=16)).max() < 1e-12
+    assert np.abs(flash.causal_attention_by_rows(q, k, v, rows=7) - flash_attention(q, k, v, block_size=16)).max() < 1e-12
+    m, l, acc = np.full(45, -np.inf), np.zeros(45), np.zeros((45, 8))
+    s = q[0] @ k[0].T
+    for mine, theirs in zip(online_softmax_update(m, l, acc, s, v[0]), flash.online_softmax_update(m, l, acc, s, v[0])):
+        assert np.abs(mine - theirs).max() < 1e-12
+    ref = hidden["ch9_lora"].REFERENCE
+    base = nt.Linear(12, 10).astype(np.float64)
+    base.weight[...] = np.random.default_rng(0).standard_normal((10, 12))
+    base.bias[...] = np.random.default_rng(1).standard_normal(10)
+    layer = npt.LoRALinear(base, 3, 6.0, seed=2)
+    layer.lora_B[...] = np.random.default_rng(3).standard_normal(layer.lora_B.shape)   # as after training
+    x = np.random.default_rng(10).standard_normal((2, 3, 12))
+    dy = np.random.default_rng(11).standard_normal((2, 3, 10))
+    y, cache = layer.forward(x)
+    layer.zero_grad()
+    dx = layer.backward(dy, cache)
+    args = (layer.weight, layer.lora_A, layer.lora_B, layer.alpha)
+    np.testing.assert_allclose(ref["lora_forward"](x, layer.weight, layer.bias, *args[1:]), y, rtol=1e-12)
+    for got, want in zip(ref["lora_backward"](dy, x, *args), (dx, layer.grads["lora_A"], layer.grads["lora_B"])):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(ref["lora_merge"](*args), layer.merge().weight, rtol=1e-12)
+    ref = hidden["ch9_dpo"].REFERENCE
+    rng = np.random.default_rng(12)
+    for scale in (1.0, 3000.0):
+        logps = [rng.standard_normal(7) * scale for _ in range(4)]
+        loss, grads = npt.dpo_loss(*logps, 0.3)
+        ref_loss, ref_grads = ref["dpo_loss"](*logps, 0.3)
+        assert abs(ref_loss - loss) <= 1e-12 * abs(loss)
+        for got, want in zip(ref_grads, grads):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)   # the hidden tests' floor: e^-500 or 0
+
+
+def test_flash_without_tiling_fails_the_long_test_in_its_memory(tmp_path, hidden):
+    """Exercise 10.1's long test (random queries, a sandbox of LONG_MEMORY): the whole (T, T)
+    matrix at once fails it, as does a running mean of v (right only for q = 0); a solution passes."""
+    module = hidden["ch10_flash"]
+    plain = ("import math\nimport numpy as np\n\n\ndef flash_attention(q, k, v, block_size=64):\n"
+             "    T, D = q.shape[-2:]\n    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(D)\n"
+             "    s = np.where(np.tri(T, dtype=bool), s, -np.inf)\n    p = np.exp(s - s.max(-1, keepdims=True))\n"
+             "    return (p / p.sum(-1, keepdims=True)) @ v\n")
+    mean = ("import numpy as np\n\n\ndef flash_attention(q, k, v, block_size=64):\n"
+            "    return (np.cumsum(v, axis=-2) / np.arange(1, v.shape[-2] + 1)[:, None]).astype(v.dtype)\n")
+    long = [i for i, t in enumerate(module.tests()) if t.group == "long"]
+    assert len(long) == 1 and module.EXERCISE.memory["long"] * (1 << 20) < 32768 ** 2 * 4
+    for name, code, passes in (("plain", plain, False), ("mean", mean, False),
+                               ("solution", graded_cell(SOLVED["ch10_flash"], "ch10_flash"), True)):
+        ex = only_exercise(grade_notebook(notebook_with("ch10_flash", code, tmp_path / f"ch10_flash_{name}.ipynb"),
+                                          hidden=hidden, memory_mb=4096))
+        assert ex.tests[long[0]].passed == passes, (name, report(ex))
+        assert ex.tests[long[0]].points == 4
 
 
 def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden, capsys):

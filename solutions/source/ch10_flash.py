@@ -73,9 +73,9 @@ CELLS = [
 
     **What is graded.** The cell tagged `graded:ch10_flash`. A grader runs that cell alone, in a
     sandbox, and calls your two functions with hidden tests; nothing else in this notebook is graded.
-    The checks below it are a first test you can run yourself. One hidden test runs a sequence of
-    32,768 positions in a sandbox of 4 GiB: the (T, T) matrix alone would need 4 GiB in float32. An
-    answer that builds it fails that test.
+    The checks below it are a first test you can run yourself. One hidden test, worth 4 of the 17
+    points, runs a sequence of 32,768 positions in a sandbox of 1 GiB: the (T, T) matrix alone would
+    need 4 GiB in float32. An answer that builds it fails that test.
     Edge tests (T = 1, where the answer is v itself) count only once every other test of the same
     function passes.
     """),
