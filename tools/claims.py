@@ -23,9 +23,10 @@ report's subject, and each must hold on every seed. The report records the diges
 asserting cell and of the experiment code (`lib.cached.code_digest`); tests/test_claims.py fails
 when either has changed since, and says to run this tool again.
 
-With `--busy`, a second process keeps one core busy while the notebooks execute, so that a
-measured speed is checked against the machine's own bound under load. It runs at low priority
-(nice 10) and resumes where it stopped: each seed's training is cached, and each executed
+The seeds train one after another on one core while the notebooks of the seeds already trained
+execute on the other. With `--busy`, a core is kept busy by a spinner whenever no training is, so
+that every measured speed is checked against the machine's own bound under load. It runs at low
+priority (nice 10) and resumes where it stopped: each seed's training is cached, and each executed
 notebook's record is kept beside it, keyed by the notebook's digest.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -208,8 +210,12 @@ def seed_env(seed):
             "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
-def train(seed, log):
+def train(seed, log, threads=None):
+    """Train every cached run under `seed` in its own cache (or find it there); with `threads`,
+    on that many threads only."""
     env = seed_env(seed)
+    if threads:
+        env.update({name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "lib.assets", "fetch"], env=env, cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
@@ -227,8 +233,38 @@ def record_path(seed, notebook):
     return WORK / f"seed-{seed}" / "records" / (Path(notebook).stem + ".json")
 
 
-def execute(seed, notebook, log, busy=False):
-    """Execute `notebook` under `seed` with its asserts recorded; keep the record (resumable)."""
+class Trainings:
+    """The seeds' trainings, one after another on one core in a thread of this process, so that the
+    notebooks of a seed already trained execute beside them (each with one core busy, as `--busy`
+    asks); `wait(seed)` blocks until that seed's models are in its cache."""
+
+    def __init__(self, seeds, log):
+        self.done = {seed: threading.Event() for seed in seeds}
+        self.failed = None
+        self.thread = threading.Thread(target=self._run, args=(seeds, log), daemon=True)
+        self.thread.start()
+
+    def _run(self, seeds, log):
+        for seed in seeds:
+            try:
+                train(seed, log, threads=1)
+            except Exception as error:                       # reported by wait(), in the main thread
+                self.failed = error
+            self.done[seed].set()
+
+    def busy(self):
+        """Whether a training is running now (it keeps one core busy)."""
+        return self.thread.is_alive()
+
+    def wait(self, seed):
+        self.done[seed].wait()
+        if self.failed:
+            raise self.failed
+
+
+def execute(seed, notebook, log, busy=False, trainings=None):
+    """Execute `notebook` under `seed` with its asserts recorded; keep the record (resumable). With
+    `busy`, one core is kept busy meanwhile: by the trainings still running, else by a spinner."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -246,7 +282,8 @@ def execute(seed, notebook, log, busy=False):
     nb.cells.insert(0, nbformat.v4.new_code_cell(
         f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import claims; claims.install({str(raw)!r})"))
     env = seed_env(seed)
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+    training = trainings is not None and trainings.busy()
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy and not training else None
     start = time.perf_counter()
     errors = []
     try:
@@ -263,7 +300,8 @@ def execute(seed, notebook, log, busy=False):
             spinner.kill()
             spinner.wait()
     recorded = json.loads(raw.read_text()) if raw.is_file() else {"cells": {}, "claims": []}
-    recorded.update(notebook=notebook, notebook_digest=digest, seed=seed, errors=errors, busy=busy,
+    recorded.update(notebook=notebook, notebook_digest=digest, seed=seed, errors=errors,
+                    busy=bool(spinner) or training,
                     seconds=round(time.perf_counter() - start, 1))
     out.write_text(json.dumps(recorded, indent=1))
     raw.unlink(missing_ok=True)
@@ -401,10 +439,11 @@ def main(argv=None):
 
     start = time.perf_counter()
     if not args.report:
+        trainings = Trainings(seeds, log)
         for seed in seeds:
-            train(seed, log)
+            trainings.wait(seed)
             for nb in notebooks:
-                execute(seed, nb, log, busy=args.busy)
+                execute(seed, nb, log, busy=args.busy, trainings=trainings)
     ok = write_report(seeds, NOTEBOOKS, log)
     log(f"done in {(time.perf_counter() - start) / 60:.1f} min")
     return 0 if ok else 1
