@@ -23,9 +23,10 @@ report's subject, and each must hold on every seed. The report records the diges
 asserting cell and of the experiment code (`lib.cached.code_digest`); tests/test_claims.py fails
 when either has changed since, and says to run this tool again.
 
-The seeds train one after another on one core while the notebooks of the seeds already trained
-execute on the other. With `--busy`, a core is kept busy by a spinner whenever no training is, so
-that every measured speed is checked against the machine's own bound under load. It runs at low
+The seeds train one after another in the background (one thread, lowest priority) while the
+notebooks of the seeds already trained execute. With `--busy`, a spinner keeps one core busy while
+a notebook executes (once no training runs), so that a measured speed is checked against the
+machine's own bound under load; the report says which executions ran so. It runs at low
 priority (nice 10) and resumes where it stopped: each seed's training is cached, and each executed
 notebook's record is kept beside it, keyed by the notebook's digest.
 """
@@ -210,16 +211,18 @@ def seed_env(seed):
             "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
 
 
-def train(seed, log, threads=None):
-    """Train every cached run under `seed` in its own cache (or find it there); with `threads`,
-    on that many threads only."""
+def train(seed, log, background=False):
+    """Train every cached run under `seed` in its own cache (or find it there); in the
+    `background`, on one thread at the lowest priority, so that a notebook executing meanwhile
+    is barely slowed."""
     env = seed_env(seed)
-    if threads:
-        env.update({name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+    if background:
+        env.update({name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "lib.assets", "fetch"], env=env, cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
-    done = subprocess.run([sys.executable, "-m", "lib.cached"], env=env, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "lib.cached"], env=env, cwd=ROOT, capture_output=True, text=True,
+                          preexec_fn=(lambda: os.nice(19)) if background else None)
     if done.returncode:
         raise RuntimeError(f"training under seed {seed} failed:\n{done.stderr[-3000:]}")
     log(f"seed {seed}: trained (or found) every cached run in {time.perf_counter() - start:.0f} s")
@@ -234,9 +237,9 @@ def record_path(seed, notebook):
 
 
 class Trainings:
-    """The seeds' trainings, one after another on one core in a thread of this process, so that the
-    notebooks of a seed already trained execute beside them (each with one core busy, as `--busy`
-    asks); `wait(seed)` blocks until that seed's models are in its cache."""
+    """The seeds' trainings, one after another in the background (one thread, lowest priority),
+    so that the notebooks of a seed already trained execute meanwhile; `wait(seed)` blocks until
+    that seed's models are in its cache."""
 
     def __init__(self, seeds, log):
         self.done = {seed: threading.Event() for seed in seeds}
@@ -247,13 +250,13 @@ class Trainings:
     def _run(self, seeds, log):
         for seed in seeds:
             try:
-                train(seed, log, threads=1)
+                train(seed, log, background=True)
             except Exception as error:                       # reported by wait(), in the main thread
                 self.failed = error
             self.done[seed].set()
 
-    def busy(self):
-        """Whether a training is running now (it keeps one core busy)."""
+    def running(self):
+        """Whether a training is running now."""
         return self.thread.is_alive()
 
     def wait(self, seed):
@@ -264,7 +267,8 @@ class Trainings:
 
 def execute(seed, notebook, log, busy=False, trainings=None):
     """Execute `notebook` under `seed` with its asserts recorded; keep the record (resumable). With
-    `busy`, one core is kept busy meanwhile: by the trainings still running, else by a spinner."""
+    `busy`, a spinner keeps one core busy meanwhile, unless a background training is using the
+    machine's spare time already (the record says which)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -282,7 +286,7 @@ def execute(seed, notebook, log, busy=False, trainings=None):
     nb.cells.insert(0, nbformat.v4.new_code_cell(
         f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import claims; claims.install({str(raw)!r})"))
     env = seed_env(seed)
-    training = trainings is not None and trainings.busy()
+    training = trainings is not None and trainings.running()
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy and not training else None
     start = time.perf_counter()
     errors = []
@@ -300,8 +304,7 @@ def execute(seed, notebook, log, busy=False, trainings=None):
             spinner.kill()
             spinner.wait()
     recorded = json.loads(raw.read_text()) if raw.is_file() else {"cells": {}, "claims": []}
-    recorded.update(notebook=notebook, notebook_digest=digest, seed=seed, errors=errors,
-                    busy=bool(spinner) or training,
+    recorded.update(notebook=notebook, notebook_digest=digest, seed=seed, errors=errors, busy=bool(spinner),
                     seconds=round(time.perf_counter() - start, 1))
     out.write_text(json.dumps(recorded, indent=1))
     raw.unlink(missing_ok=True)
@@ -338,7 +341,7 @@ def summarise(seeds, notebooks):
             entry["held_on"] = sum(run["passed"] for run in runs)
         report["notebooks"][notebook] = dict(
             digest=notebook_digest(notebook), claims=sorted(claims.values(), key=lambda c: (c["digest"], c["line"])),
-            seconds={str(s): r["seconds"] for s, r in records.items()}, busy=any(r["busy"] for r in records.values()),
+            seconds={str(s): r["seconds"] for s, r in records.items()}, busy=[s for s, r in records.items() if r["busy"]],
             errors={str(s): r["errors"] for s, r in records.items() if r["errors"]},
             cells=sorted({d for r in records.values() for d in r["cells"].values()}))
     return report
@@ -377,7 +380,8 @@ def markdown(report):
         secs = entry["seconds"]
         lines += [f"## `{notebook}`", "",
                   f"Executed in {min(secs.values()):.0f} to {max(secs.values()):.0f} s per seed"
-                  + (" with a second process busy on one core." if entry["busy"] else "."), ""]
+                  + (f"; with a second process busy on one core under seed {', '.join(map(str, entry['busy']))}."
+                     if entry["busy"] else "."), ""]
         for seed, errors in entry["errors"].items():
             for error in errors:
                 lines.append(f"- seed {seed}: cell {error['cell']} raised {error['error']}")
