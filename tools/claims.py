@@ -332,7 +332,7 @@ def summarise(seeds, notebooks):
         for seed, record in records.items():
             for claim in record["claims"]:
                 entry = claims.setdefault((claim["digest"], claim["line"]), dict(
-                    digest=claim["digest"], line=claim["line"], text=claim["text"], per_seed={}))
+                    cell=claim["cell"], digest=claim["digest"], line=claim["line"], text=claim["text"], per_seed={}))
                 entry["per_seed"][str(seed)] = dict(passed=claim["passed"], values=claim["values"],
                                                     error=claim["error"])
         for entry in claims.values():
@@ -340,7 +340,7 @@ def summarise(seeds, notebooks):
             entry["varies"] = len({json.dumps(run["values"]) for run in runs}) > 1
             entry["held_on"] = sum(run["passed"] for run in runs)
         report["notebooks"][notebook] = dict(
-            digest=notebook_digest(notebook), claims=sorted(claims.values(), key=lambda c: (c["digest"], c["line"])),
+            digest=notebook_digest(notebook), claims=sorted(claims.values(), key=lambda c: (c["cell"], c["line"])),
             seconds={str(s): r["seconds"] for s, r in records.items()}, busy=[s for s, r in records.items() if r["busy"]],
             errors={str(s): r["errors"] for s, r in records.items() if r["errors"]},
             cells=sorted({d for r in records.values() for d in r["cells"].values()}))
@@ -395,7 +395,7 @@ def markdown(report):
             dependent += claim["varies"]
             held += claim["varies"] and claim["held_on"] == len(claim["per_seed"]) == len(seeds)
         lines.append("")
-    lines[3:3] = [f"**{total} claims, {dependent} of them depend on training; {held} of those held on all "
+    lines[4:4] = [f"**{total} claims, {dependent} of them depend on training; {held} of those held on all "
                   f"{len(seeds)} seeds.**", ""]
     return "\n".join(lines) + "\n"
 
