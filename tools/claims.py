@@ -56,6 +56,7 @@ NOTEBOOKS = ("chapters/03_attention.ipynb", "chapters/04_model.ipynb", "chapters
              "solutions/ch6_top_k_top_p.ipynb", "solutions/ch6b_scoring.ipynb", "solutions/ch9_dpo.ipynb",
              "solutions/ch9_lora.ipynb")
 ASSETS = ("gpt2.tiktoken", "shakespeare-plays")          # what a seed's cache needs besides its training
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 CELL_TIMEOUT = 1800                                      # seconds: a loaded machine is slow, not wrong
 
 
@@ -217,7 +218,7 @@ def train(seed, log, background=False):
     is barely slowed."""
     env = seed_env(seed)
     if background:
-        env.update({name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
+        env.update({name: "1" for name in THREAD_VARIABLES})
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "lib.assets", "fetch"], env=env, cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
@@ -265,7 +266,7 @@ class Trainings:
             raise self.failed
 
 
-def execute(seed, notebook, log, busy=False, trainings=None):
+def execute(seed, notebook, log, busy=False, trainings=None, threads=None):
     """Execute `notebook` under `seed` with its asserts recorded; keep the record (resumable). With
     `busy`, a spinner keeps one core busy meanwhile, unless a background training is using the
     machine's spare time already (the record says which)."""
@@ -286,6 +287,8 @@ def execute(seed, notebook, log, busy=False, trainings=None):
     nb.cells.insert(0, nbformat.v4.new_code_cell(
         f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import claims; claims.install({str(raw)!r})"))
     env = seed_env(seed)
+    if threads:
+        env.update({name: str(threads) for name in THREAD_VARIABLES})
     training = trainings is not None and trainings.running()
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy and not training else None
     start = time.perf_counter()
@@ -305,6 +308,7 @@ def execute(seed, notebook, log, busy=False, trainings=None):
             spinner.wait()
     recorded = json.loads(raw.read_text()) if raw.is_file() else {"cells": {}, "claims": []}
     recorded.update(notebook=notebook, notebook_digest=digest, seed=seed, errors=errors, busy=bool(spinner),
+                    threads=threads or "default",
                     seconds=round(time.perf_counter() - start, 1))
     out.write_text(json.dumps(recorded, indent=1))
     raw.unlink(missing_ok=True)
@@ -342,6 +346,7 @@ def summarise(seeds, notebooks):
         report["notebooks"][notebook] = dict(
             digest=notebook_digest(notebook), claims=sorted(claims.values(), key=lambda c: (c["cell"], c["line"])),
             seconds={str(s): r["seconds"] for s, r in records.items()}, busy=[s for s, r in records.items() if r["busy"]],
+            threads=sorted({str(r.get("threads", "default")) for r in records.values()}),
             errors={str(s): r["errors"] for s, r in records.items() if r["errors"]},
             cells=sorted({d for r in records.values() for d in r["cells"].values()}))
     return report
@@ -379,7 +384,8 @@ def markdown(report):
         claims = entry["claims"]
         secs = entry["seconds"]
         lines += [f"## `{notebook}`", "",
-                  f"Executed in {min(secs.values()):.0f} to {max(secs.values()):.0f} s per seed"
+                  f"Executed in {min(secs.values()):.0f} to {max(secs.values()):.0f} s per seed, "
+                  f"threads: {', '.join(entry['threads'])}"
                   + (f"; with a second process busy on one core under seed {', '.join(map(str, entry['busy']))}."
                      if entry["busy"] else "."), ""]
         for seed, errors in entry["errors"].items():
@@ -418,6 +424,9 @@ def main(argv=None):
     parser.add_argument("--seeds", default="0-4", help="a range (0-4) or a list (0,2,5); default 0-4")
     parser.add_argument("--only", nargs="*", default=None, help="notebooks (names or stems) to execute again")
     parser.add_argument("--busy", action="store_true", help="keep one core busy while notebooks execute")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for each notebook's libraries (default: theirs; 1 where other work shares the "
+                             "machine, since torch's threads slow many times over on busy cores)")
     parser.add_argument("--report", action="store_true", help="only rewrite the report from the records")
     args = parser.parse_args(argv)
     try:
@@ -447,7 +456,7 @@ def main(argv=None):
         for seed in seeds:
             trainings.wait(seed)
             for nb in notebooks:
-                execute(seed, nb, log, busy=args.busy, trainings=trainings)
+                execute(seed, nb, log, busy=args.busy, trainings=trainings, threads=args.threads)
     ok = write_report(seeds, NOTEBOOKS, log)
     log(f"done in {(time.perf_counter() - start) / 60:.1f} min")
     return 0 if ok else 1
