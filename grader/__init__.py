@@ -28,7 +28,8 @@ One run grades one student's submission: the notebooks given.
    compared with the hidden test's expectation. So patching numpy or builtins, printing,
    exiting, reading files or calling the reference changes nothing here; a crash, a timeout or
    an exit scores the tests still unanswered 0 and grading goes on. An edge test (an error
-   check, an empty input) earns its points only when the other tests of its function pass.
+   check, an empty input) earns its points only when the other tests of its function pass, and
+   a test that requires other functions (4.4's whole model) only when every test of theirs does.
 
 Output: per test PASS/FAIL with a reason, a score per exercise (named by its book number and
 its name: "3.1 ch3_attention"), a total. Messages are written

@@ -84,8 +84,18 @@ def judge(test: Test, record: dict | None, missing: str) -> Verdict:
 
 def gate(tests: list[Test], verdicts: list[Verdict]) -> list[Verdict]:
     """Edge tests earn nothing while another test of their function fails: a trivial answer
-    (a constant, a function that always raises) gets edge cases right by accident."""
+    (a constant, a function that always raises) gets edge cases right by accident. A test that
+    `requires` other functions earns nothing while any test of theirs fails."""
     failing = {t.function for t, v in zip(tests, verdicts) if not t.edge and not v.passed}
-    return [Verdict(False, f"{v.message}, but an edge case counts only once the other tests of "
-                           f"{t.function} pass", v.detail)
-            if t.edge and v.passed and t.function in failing else v for t, v in zip(tests, verdicts)]
+    broken = {t.function for t, v in zip(tests, verdicts) if not v.passed}
+    out = []
+    for t, v in zip(tests, verdicts):
+        unmet = [name for name in t.requires if name in broken]
+        if v.passed and t.edge and t.function in failing:
+            v = Verdict(False, f"{v.message}, but an edge case counts only once the other tests of "
+                               f"{t.function} pass", v.detail)
+        elif v.passed and unmet:
+            v = Verdict(False, f"{v.message}, but {t.function} counts only once every test of "
+                               f"{' and '.join(unmet)} passes", v.detail)
+        out.append(v)
+    return out

@@ -77,7 +77,10 @@ class Test:
     which returns a Verdict (or a pair: passed, message). `expect_error` names the exception
     class the call must raise instead (then `check` is not used). An `edge` test (an error
     check, an empty input, a value that a trivial answer also gets right) earns its points only
-    when every test of the same function that is not an edge test passes."""
+    when every test of the same function that is not an edge test passes. `requires` names other
+    functions whose every test must pass for this one to earn its points (exercise 4.4's whole
+    model counts once its block and LayerNorm do, so that reading the grader's stand-ins for
+    them is worth nothing on its own)."""
     __test__ = False                                 # not a pytest test class, despite its name
     name: str
     function: str
@@ -89,6 +92,7 @@ class Test:
     driver: str = "call"
     expect_error: str | None = None
     edge: bool = False
+    requires: tuple[str, ...] = ()
 
 
 class Verdict(NamedTuple):

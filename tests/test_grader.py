@@ -24,7 +24,7 @@ import pytest
 
 from grader import (DEFAULT_TESTS, MAX_TEXT, gate, grade_exercise, grade_notebook, grade_submission,
                     load_hidden_tests, max_score, read_answers)
-from grader import sandbox, seccomp
+from grader import conventions, sandbox, seccomp
 from grader.__main__ import main
 from grader.conventions import DRIVERS
 from grader.results import ExerciseResult, NotebookResult, Submission, report as text_report
@@ -207,6 +207,110 @@ def test_an_extra_forward_pass_in_the_kv_cache_generator_costs_its_point(hidden)
     assert failed == ["greedy calls the model once per new token: the prompt, then one position at a time"], failed
     solved = verdicts_outside_sandbox(graded_cell(SOLVED["ch6_kv_cache"], "ch6_kv_cache"), module)
     assert all(v.passed for t, v in zip(tests, solved) if t.group == "main")
+
+
+# ---- exercise 4.4's stand-ins: worth nothing read without the wiring --------------------------------------
+TABLE_READER = '''
+import numpy as np
+
+
+def _tables(parts):
+    """Every stand-in's table in reach: parts' and those the driver put among this cell's names."""
+    found = {name: f.table for name, f in vars(parts).items() if hasattr(f, "table")}
+    found.update({name: f.table for name, f in list(globals().items()) if hasattr(f, "table")})
+    return found
+
+
+def _rows(table):
+    """(key, result, gradients) of each recorded call, whatever the row's form."""
+    for row in table["calls"]:
+        if isinstance(row, dict):
+            yield row.get("fingerprint"), row["result"], row.get("gradients") or {}
+        else:
+            yield row[0], row[1], (row[2] if len(row) > 2 and row[2] else {})
+
+
+def _result(tables, name, k=0):
+    return list(_rows(tables[name]))[k][1] if name in tables and len(tables[name]["calls"]) > k else 0.0
+
+
+def block_forward(x, params, layer, n_head, parts):
+    """Two additions of recorded values: x + attention's output + GELU's output times c_proj."""
+    t, p = _tables(parts), f"h.{layer}.mlp.c_proj."
+    out = x + _result(t, "causal_self_attention") + np.asarray(_result(t, "gelu_tanh")) @ params[p + "weight"]
+    return out + params[p + "bias"], None
+
+
+def gpt_forward(idx, params, config, parts):
+    """The head's recorded output, or the last block's recorded output through ln_f and the head."""
+    t = _tables(parts)
+    if "head_forward" in t:
+        return _result(t, "head_forward"), idx
+    last = np.asarray(_result(t, "block_forward", config.n_layer - 1)[0])
+    norm = globals().get("layernorm_forward")
+    hidden = norm(last, params["ln_f.weight"], params["ln_f.bias"]) if norm else (last, None)
+    return parts.head_forward(hidden[0], params["wte.weight"]), (idx, hidden)
+
+
+def gpt_backward(dlogits, cache, params, config, grads, parts):
+    """Every recorded gradient added in; ln_f's from LayerNorm's first recorded call, or the
+    ends computed around the blocks' recorded gradients and dx instead of the loop."""
+    t = _tables(parts)
+    for name, table in t.items():
+        for _, result, gradients in _rows(table):
+            for key, g in gradients.items():
+                grads[{"wte": "wte.weight", "wpe": "wpe.weight"}.get(key, key)] += g
+    ends = {"wte": grads["wte.weight"], "wpe": grads["wpe.weight"]}
+    if "layernorm_backward" in t:
+        _, dweight, dbias = _result(t, "layernorm_backward")
+    else:
+        idx, (hidden, ln_f_cache) = cache
+        dhidden = parts.head_backward(dlogits, hidden, params["wte.weight"], ends)
+        _, dweight, dbias = parts.layernorm_backward(dhidden, ln_f_cache, params["ln_f.weight"])
+        parts.embed_backward(np.asarray(list(_rows(t["block_backward"]))[-1][1]), idx, ends)
+    grads["ln_f.weight"] += dweight
+    grads["ln_f.bias"] += dbias
+'''
+
+
+def _solution_without(code, names):
+    """The solution's graded cell with the functions `names` cut out (each up to the next def)."""
+    kept, skipping = [], False
+    for line in code.splitlines(keepends=True):
+        if line.startswith("def "):
+            skipping = line[4:line.index("(")] in names
+        kept.append("" if skipping else line)
+    return "".join(kept)
+
+
+def test_exercise_4_4s_tables_give_no_points_without_the_wiring(tmp_path, hidden, monkeypatch):
+    """Code that reads the stand-ins' tables instead of wiring (the block as two additions of
+    recorded values, the head's or the last block's recorded output, every recorded gradient
+    added in) scores nothing; with the block wired, reading the tables instead of looping over
+    the blocks gets none of the model's points, which it would get if the tables held their
+    results plainly (masks of zero, outside the sandbox)."""
+    solution = graded_cell(SOLVED["ch4_gpt"], "ch4_gpt")
+    readers = {"nothing implemented": TABLE_READER,
+               "the block implemented": _solution_without(solution, {"gpt_forward", "gpt_backward"})
+               + TABLE_READER.split("def block_forward")[0] + "def gpt_forward" + TABLE_READER.split("def gpt_forward")[1]}
+    module = hidden["ch4_gpt"]
+    tests, scores = module.tests(), {}
+
+    def by_function(passed):
+        return {f: sum(t.points for t, ok in zip(tests, passed) if ok and t.function == f)
+                for f in ("block_forward", "gpt_forward", "gpt_backward")}
+
+    for name, code in readers.items():
+        path = notebook_with("ch4_gpt", code, tmp_path / f"ch4_gpt_{name.replace(' ', '_')}.ipynb")
+        ex = only_exercise(grade_notebook(path, hidden=hidden))
+        assert ex.status == "graded", report(ex)                                   # the cells ran
+        scores[name] = {**by_function([r.passed for r in ex.tests]), "all": ex.score}
+    assert scores["nothing implemented"]["all"] == 0, scores
+    assert scores["the block implemented"] == {"block_forward": 4, "gpt_forward": 0, "gpt_backward": 0,
+                                               "all": max_score(module) - 6}, scores
+    monkeypatch.setattr(conventions, "_mask", lambda x, shape, seed: np.zeros(shape))
+    plain = gate(module.tests(), verdicts_outside_sandbox(readers["the block implemented"], module))
+    assert by_function([v.passed for v in plain]) == {"block_forward": 4, "gpt_forward": 2, "gpt_backward": 4}, plain
 
 
 # ---- hidden references written apart from lib agree with it ----------------------------------------------
@@ -403,6 +507,10 @@ def _build(value):
         return make_object("__rng__", value.seed)
     if isinstance(value, (list, tuple)) and not isinstance(value, np.ndarray):
         return type(value)(_build(v) for v in value)
+    if isinstance(value, dict):                               # each test its own arrays, as each
+        return {k: _build(v) for k, v in value.items()}       # decodes its own in the sandbox
+    if isinstance(value, np.ndarray):
+        return value.copy()
     return value
 
 

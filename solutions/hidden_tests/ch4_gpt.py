@@ -6,14 +6,21 @@ CausalSelfAttention.backward for attention_backward, Block.forward and Block.bac
 block, GPT.forward and GPT.backward for the model. Tolerances: 1e-12 + 1e-9 |expected| (float64;
 the order of the sums moves the results by ~1e-15 relative).
 
-Isolation: the student's functions get `parts` (2.1's embeddings and head, 3.1's attention, 4.1's
-GELU, 4.3's LayerNorm backward) from the drivers `parts` and `parts_backward`
-(grader/conventions.py), which answer each call from a table of the reference's values at the
-inputs a right answer passes; so do the graded cells' `attention_backward` while block_backward
+Isolation: the student's functions get `parts` from the drivers `parts` and `parts_backward`
+(grader/conventions.py): 2.1's embeddings and head, 4.1's GELU and 4.3's LayerNorm backward
+computed there with lib, 3.1's attention answered from a table of the reference's values at the
+inputs a right answer passes; so are the graded cells' `attention_backward` while block_backward
 runs (any other call goes to the student's own), and `block_forward` and `block_backward` while
-gpt_forward and gpt_backward run. The tables are recorded here from the reference wiring below,
-whose results are checked against lib as the tests are built. A mistake therefore costs only the
-function it is in; the backward tests run the student's own forward for the cache.
+gpt_forward and gpt_backward run. The tables (conventions.answer_table) are recorded here from
+the reference wiring below, whose results are checked against lib as the tests are built; they
+hold no input, only its fingerprint, and each result less a random linear function of its input,
+so that code reading them without computing that input gets nothing it can use. No table holds
+the output of the function under test. A mistake therefore costs only the function it is in,
+except that gpt_forward counts once layernorm_forward and block_forward pass, and gpt_backward
+once block_backward does too (`Test.requires`: the stand-ins of the block are then the student's
+own work); the backward tests run the student's own forward for the cache.
+- layernorm_forward: the output and the cache (xhat, rstd), a (B, T, C) input and a 2-D one far
+  from 0.
 - attention_backward: dx and the four weights' gradients, 1 to 4 heads, one sequence and two,
   scores sharpened by large weights.
 - block_forward, gpt_forward: the output, two layouts (2 heads 16 wide, 3 heads 24 wide), each
@@ -23,10 +30,11 @@ function it is in; the backward tests run the student's own forward for the cach
 Edge tests (an answer that returns zeros gets them right): a zero output gradient, and attention
 over a single position (the softmax of one score has no gradient).
 """
-from types import SimpleNamespace
+import zlib
 
 import numpy as np
 
+from grader.conventions import answer_table
 from grader.spec import Config, Exercise, Test, close
 from lib.config import GPTConfig
 from lib.numpy_twin import GPT, CausalSelfAttention
@@ -41,6 +49,7 @@ EXERCISE = Exercise(
              "lib.numpy_twin.model:MLP.forward", "lib.numpy_twin.model:MLP.backward",
              "lib.numpy_twin.model:Block.forward", "lib.numpy_twin.model:Block.backward",
              "lib.numpy_twin.model:GPT.forward_outputs", "lib.numpy_twin.model:GPT.backward",
+             "lib.numpy_twin.model:LayerNorm.forward",    # layernorm_forward's own tests
              "lib.numpy_twin.flash:*"),                 # chapter 10's attention, with a backward
 )
 
@@ -80,9 +89,15 @@ def lib_attention_backward(dy, x, *weights_and_heads):
     return [dx, g["c_attn.weight"].T.copy(), g["c_attn.bias"], g["c_proj.weight"].T.copy(), g["c_proj.bias"]]
 
 
-# ---- the earlier exercises' functions, recorded --------------------------------------------------
+# ---- the earlier exercises' functions, attention's calls recorded -----------------------------------
+def seed_of(label):
+    """A table's seed, from the test's label: every table masks with masks of its own."""
+    return zlib.crc32(label.encode())
+
+
 class Recorded:
-    """The reference pieces, each call kept as [input, result, gradients it added]."""
+    """The reference pieces; attention's calls (the one piece the driver does not compute live)
+    kept as [input, result, gradients it added]."""
 
     def __init__(self):
         self.calls = {}
@@ -96,21 +111,20 @@ class Recorded:
         return self.keep("causal_self_attention", x, lib_attention_layer(weights, n_head).forward(x)[0])
 
     def gelu_tanh(self, x):
-        return self.keep("gelu_tanh", x, gelu(x))
+        return gelu(x)
 
     def gelu_tanh_grad(self, x):
-        return self.keep("gelu_tanh_grad", x, gelu_backward(np.ones_like(x), x))
+        return gelu_backward(np.ones_like(x), x)
 
     def layernorm_backward(self, dy, cache, weight):
         xhat, rstd = cache
         g = dy * weight                                                    # (..., C)
         dx = rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
         C = dy.shape[-1]
-        return self.keep("layernorm_backward", dy,
-                         [dx, (dy * xhat).reshape(-1, C).sum(0), dy.reshape(-1, C).sum(0)])
+        return dx, (dy * xhat).reshape(-1, C).sum(0), dy.reshape(-1, C).sum(0)
 
     def embed_forward(self, idx, wte, wpe):
-        return self.keep("embed_forward", idx, wte[idx] + wpe[None, :idx.shape[1]])
+        return wte[idx] + wpe[None, :idx.shape[1]]
 
     def embed_backward(self, dx, idx, grads):
         dwte, dwpe = np.zeros_like(grads["wte"]), np.zeros_like(grads["wpe"])
@@ -118,28 +132,17 @@ class Recorded:
         dwpe[:idx.shape[1]] = dx.sum(0)
         grads["wte"] += dwte
         grads["wpe"] += dwpe
-        self.keep("embed_backward", dx, None, {"wte": dwte, "wpe": dwpe})
 
     def head_forward(self, hidden, wte):
-        return self.keep("head_forward", hidden, np.einsum("btc,vc->btv", hidden, wte))
+        return np.einsum("btc,vc->btv", hidden, wte)
 
     def head_backward(self, dlogits, hidden, wte, grads):
-        dwte = np.einsum("btv,btc->vc", dlogits, hidden)
-        grads["wte"] += dwte
-        return self.keep("head_backward", dlogits, np.einsum("btv,vc->btc", dlogits, wte), {"wte": dwte})
+        grads["wte"] += np.einsum("btv,btc->vc", dlogits, hidden)
+        return np.einsum("btv,vc->btc", dlogits, wte)
 
-    def table(self, name, grads_at=None, same_shape=False):
-        return {"calls": self.calls.get(name, []), "grads_at": grads_at, "same_shape": same_shape}
-
-    def parts_tables(self):
-        return {"causal_self_attention": self.table("causal_self_attention"),
-                "gelu_tanh": self.table("gelu_tanh", same_shape=True),
-                "gelu_tanh_grad": self.table("gelu_tanh_grad", same_shape=True),
-                "layernorm_backward": self.table("layernorm_backward", same_shape=True),
-                "embed_forward": self.table("embed_forward"),
-                "embed_backward": self.table("embed_backward", grads_at=2),
-                "head_forward": self.table("head_forward"),
-                "head_backward": self.table("head_backward", grads_at=3)}
+    def parts_tables(self, label):
+        name = "causal_self_attention"
+        return {name: answer_table(self.calls.get(name, []), seed_of(f"{label}: {name}"))}
 
 
 # ---- the reference wiring, written apart from the solution -----------------------------------------
@@ -226,8 +229,8 @@ class Own:
         self.calls.setdefault("block_backward", []).append([np.array(dout), dx, added])
         return dx
 
-    def table(self, name, grads_at=None, fallback=False):
-        return {"calls": self.calls.get(name, []), "grads_at": grads_at, "fallback": fallback}
+    def table(self, label, name, grads_at=None, fallback=False):
+        return answer_table(self.calls.get(name, []), seed_of(f"{label}: {name}"), grads_at, fallback)
 
 
 REFERENCE = {"attention_backward": lib_attention_backward}
@@ -242,6 +245,17 @@ def arrays_close(names, expected):
         verdicts = [(n, close(e, dtype=np.float64, **TOL)(g)) for n, e, g in zip(names, expected, got)]
         wrong = [f"{n}: {v[1]}" for n, v in verdicts if not v[0]]
         return (False, wrong[0]) if wrong else (True, "all close")
+    return check
+
+
+def layernorm_close(y, xhat, rstd):
+    """Check for layernorm_forward's (y, (xhat, rstd)): each float64, of its shape, close."""
+    arrays = arrays_close(("y", "the cache's xhat", "the cache's rstd"), (y, xhat, rstd))
+
+    def check(got):
+        if not (isinstance(got, (list, tuple)) and len(got) == 2 and isinstance(got[1], (list, tuple))):
+            return False, "expected (y, (xhat, rstd)): y and the cache, a pair"
+        return arrays((got[0], *got[1]))
     return check
 
 
@@ -268,6 +282,22 @@ def backward_close(expected_dx, expected_grads, twice=False):
 
 
 # ---- the tests -----------------------------------------------------------------------------------
+FORWARD = ("layernorm_forward", "block_forward")          # what gpt_forward's points wait for
+BACKWARD = FORWARD + ("block_backward",)                   # and gpt_backward's
+
+
+def _layernorm_tests():
+    rng = np.random.default_rng(44)
+    out = []
+    for label, shape, centre in (("(B, T, C) = (2, 5, 16)", (2, 5, 16), 0.0), ("2-D, values far from 0", (3, 24), 50.0)):
+        C = shape[-1]
+        x, weight, bias = rng.normal(centre, 3, shape), rng.normal(1, 0.3, C), rng.normal(0, 0.3, C)
+        y, (xhat, rstd) = _norm(x, weight, bias)
+        out.append(Test(f"layernorm_forward: {label}", "layernorm_forward", (x, weight, bias),
+                        layernorm_close(y, xhat, rstd)))
+    return out
+
+
 def _attention_tests():
     rng = np.random.default_rng(45)
     cases = {"2 heads, 16 wide": (2, 6, 16, 2, 0.4), "4 heads, 16 wide, one sequence": (1, 7, 16, 4, 0.4),
@@ -297,7 +327,7 @@ def _check_against_lib(name, got, want):
     assert np.allclose(got, want, rtol=1e-10, atol=1e-12), f"the reference {name} disagrees with lib"
 
 
-def _block_case(config, model, P, layer, x, dout):
+def _block_case(config, model, P, layer, x, dout, label):
     """lib's output, dx and gradients for block `layer`, and the tables of the reference's calls."""
     block = model.h[layer]
     want, block_cache = block.forward(x)
@@ -309,8 +339,8 @@ def _block_case(config, model, P, layer, x, dout):
     _check_against_lib("block forward", got, want)
     G = {n: np.zeros_like(v) for n, v in P.items()}
     _check_against_lib("block backward", _block_bwd(dout, cache, P, layer, config.n_head, G, parts, own), want_dx)
-    tables = {"parts": parts.parts_tables(),
-              "graded": {"attention_backward": own.table("attention_backward", fallback=True)}}
+    tables = {"parts": parts.parts_tables(label),
+              "graded": {"attention_backward": own.table(label, "attention_backward", fallback=True)}}
     return want, want_dx, want_grads, tables
 
 
@@ -324,7 +354,7 @@ def _block_tests():
         for layer in range(config.n_layer):
             x = rng.normal(0, 1, (2, 5, config.n_embd))                   # (B, T, C)
             dout = rng.normal(0, 1, x.shape)
-            want, want_dx, want_grads, tables = _block_case(config, model, P, layer, x, dout)
+            want, want_dx, want_grads, tables = _block_case(config, model, P, layer, x, dout, f"{label}, {layer}")
             out.append(Test(f"block_forward: {label}, block {layer}", "block_forward",
                             (x, P, layer, config.n_head, tables), close(want, dtype=np.float64, **TOL),
                             driver="parts"))
@@ -337,7 +367,7 @@ def _block_tests():
                                 driver="parts_backward"))
         x = rng.normal(0, 1, (1, 4, config.n_embd))
         if k == 0:
-            _, want_dx, want_grads, tables = _block_case(config, model, P, 0, x, np.zeros_like(x))
+            _, want_dx, want_grads, tables = _block_case(config, model, P, 0, x, np.zeros_like(x), f"{label}, 0, dout 0")
             out.append(Test(f"block_backward: {label}, dout = 0", "block_backward",
                             ("block_forward", x, [P, 0, config.n_head], np.zeros_like(x), zeros, tables),
                             backward_close(want_dx, want_grads), driver="parts_backward", edge=True))
@@ -366,22 +396,24 @@ def _gpt_tests():
             _gpt_bwd(dlogits, cache, P, config, G, parts, own)
             for n, g in want_grads.items():
                 _check_against_lib(f"GPT backward ({n})", G[n], g)
-            tables = {"parts": parts.parts_tables(),
-                      "graded": {"block_forward": own.table("block_forward"),
-                                 "block_backward": own.table("block_backward", grads_at=5)}}
+            case = f"{label}, gpt" + (", dlogits 0" if zero else "")
+            tables = {"parts": parts.parts_tables(case),
+                      "graded": {"block_forward": own.table(case, "block_forward"),
+                                 "block_backward": own.table(case, "block_backward", grads_at=5)}}
             cfg = Config(fields)
             if not zero:
                 out.append(Test(f"gpt_forward: {label}", "gpt_forward", (idx, P, cfg, tables),
-                                close(want, dtype=np.float64, **TOL), driver="parts"))
+                                close(want, dtype=np.float64, **TOL), driver="parts", requires=FORWARD))
             args = ("gpt_forward", idx, [P, cfg], dlogits, {n: np.zeros_like(v) for n, v in P.items()}, tables)
             name = f"gpt_backward: {label}" + (", dlogits = 0" if zero else "")
             out.append(Test(name, "gpt_backward", args, backward_close(None, want_grads), driver="parts_backward",
-                            edge=zero))
+                            edge=zero, requires=BACKWARD))
             if k == 1:
                 out.append(Test(f"gpt_backward called twice: {label}, the gradients add up", "gpt_backward", args,
-                                backward_close(None, want_grads, twice=True), driver="parts_backward"))
+                                backward_close(None, want_grads, twice=True), driver="parts_backward",
+                                requires=BACKWARD))
     return out
 
 
 def tests():
-    return _attention_tests() + _block_tests() + _gpt_tests()
+    return _layernorm_tests() + _attention_tests() + _block_tests() + _gpt_tests()

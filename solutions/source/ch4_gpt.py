@@ -219,9 +219,11 @@ CELLS = [
     the earlier pieces as the argument `parts`; the grader passes its own, right ones, so a
     mistake in 3.1's attention costs 3.1's points, not these. In the same way `block_backward`
     is graded with the grader's `attention_backward`, and `gpt_forward` and `gpt_backward`
-    with its `block_forward` and `block_backward`: each function costs only its own points.
-    `layernorm_forward` is graded through `block_forward` and `gpt_forward`, and the backward
-    tests run your own forward to get the cache, so fix the forward first. Every backward is
+    with its `block_forward` and `block_backward`: each function costs its own points, except
+    that `gpt_forward`'s count once every test of `layernorm_forward` and `block_forward`
+    passes, and `gpt_backward`'s once `block_backward`'s do too. `layernorm_forward` has tests
+    of its own, and the backward tests run your own forward to get the cache, so fix the
+    forward first. Every backward is
     called twice without zeroing the gradients, as gradient accumulation calls it: the second
     call must add to the first. A zero gradient is an *edge test* (an answer that returns
     zeros gets it right): it counts only once every other test of the same function passes.
@@ -359,8 +361,8 @@ CELLS = [
     :::
 
     **Rules.** numpy only; float64 in the hidden tests. While grading, lib's attention's,
-    block's, MLP's and GPT's forward and backward raise an error, and so does chapter 10's
-    attention.
+    block's, MLP's and GPT's forward and backward raise an error, and so do its LayerNorm's
+    forward and chapter 10's attention.
     """),
     graded(STUB, ANSWER),
     md(r"""
