@@ -482,7 +482,9 @@ CELLS = [
                      cache.length, end)
     '''),
     check('''
-    prompt = idx[:, :2]
+    # a prompt whose greedy tokens change in both rows if the new tokens' positions are
+    # counted from 0 (wpe[0] for each) instead of from cache.length
+    prompt = np.array([[15, 13], [11, 13]])                   # (B, T) = (2, 2)
     cached = generate(params, config, prompt, 8, np.random.default_rng(0))
     uncached = generate(params, config, prompt, 8, np.random.default_rng(0),
                         use_cache=False)
