@@ -114,7 +114,9 @@ def test_an_assert_is_recorded_with_its_operands_and_never_raises(tmp_path):
               "assert 1 / 0 > 1\n"
               "for k in range(3):\n"
               "    assert k < 2\n"
-              "assert len(calls) == 3 and all(c > 0 for c in calls)\n")
+              "assert len(calls) == 3 and all(c > 0 for c in calls)\n"
+              "xs = [5, 6, 7]\n"
+              "assert xs[[x > 5 for x in xs].index(True)] == 6 and not xs[0] > 5\n")
     recorded = {c["line"]: c for c in run_recorded(source, tmp_path).claims.values()}
     assert recorded[5]["passed"] and recorded[5]["values"] == [1.5, 2, 3]
     assert not recorded[6]["passed"] and recorded[6]["values"] == [0.25, 0.5] and recorded[6]["error"] == "too small"
@@ -123,6 +125,8 @@ def test_an_assert_is_recorded_with_its_operands_and_never_raises(tmp_path):
     # each operand evaluated once: f ran three times in all (1.5, 2, 0.25)
     assert recorded[10]["passed"] and recorded[10]["values"] == [3, 3]
     assert recorded[5]["digest"] == claims.cell_digest(source)
+    # a comparison inside an operand is computation, not the claim: only the outer ones are recorded
+    assert recorded[12]["passed"] and recorded[12]["values"] == [6, 6, 5, 5]
 
 
 @pytest.mark.parametrize("text", ["", "4-", "a", "-1", "3-1x"])

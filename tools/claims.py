@@ -137,22 +137,19 @@ def _call(method, *args):
     return ast.Call(ast.Attribute(ast.Name("__claims__", ast.Load()), method, ast.Load()), list(args), [])
 
 
-class _Comparisons(ast.NodeTransformer):
-    """Inside an assert's test: each comparison becomes `__claims__.compare`, which records its
-    operands; `and`, `or` and `not` keep their meaning around them."""
-
-    def visit_Compare(self, node):
-        self.generic_visit(node)
-        thunks = ast.List([_thunk(e) for e in (node.left, *node.comparators)], ast.Load())
-        ops = ast.List([ast.Constant(OP_NAMES[type(op)]) for op in node.ops], ast.Load())
+def _comparisons(test):
+    """An assert's test with each comparison it makes becomes `__claims__.compare`, which records its
+    operands: the test itself, or the operands of its `and`, `or` and `not`. A comparison inside an
+    operand (a mask, a call's argument, a comprehension) is the claim's computation: left alone."""
+    if isinstance(test, ast.Compare):
+        thunks = ast.List([_thunk(e) for e in (test.left, *test.comparators)], ast.Load())
+        ops = ast.List([ast.Constant(OP_NAMES[type(op)]) for op in test.ops], ast.Load())
         return _call("compare", thunks, ops)
-
-    def generic_visit(self, node):
-        # Comparisons inside a lambda, a comprehension or a call's arguments are the claim's own
-        # computation, not what it compares: leave them alone.
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp, ast.Call)):
-            return node
-        return super().generic_visit(node)
+    if isinstance(test, ast.BoolOp):
+        return ast.BoolOp(test.op, [_comparisons(value) for value in test.values])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return ast.UnaryOp(test.op, _comparisons(test.operand))
+    return test
 
 
 class AssertRecorder(ast.NodeTransformer):
@@ -160,7 +157,7 @@ class AssertRecorder(ast.NodeTransformer):
 
     def visit_Assert(self, node):
         test = ast.unparse(node.test)
-        rewritten = _Comparisons().visit(ast.parse(test, mode="eval").body)
+        rewritten = _comparisons(ast.parse(test, mode="eval").body)
         call = _call("check", ast.Constant(node.lineno - 1), ast.Constant(test), _thunk(rewritten),
                      _thunk(node.msg) if node.msg is not None else ast.Constant(None))
         return ast.copy_location(ast.Expr(call), node)
