@@ -12,6 +12,10 @@
 - `expect_accumulates(name, backward, grads)`: a second backward pass adds to the gradients
   instead of overwriting them (`+=`, not `=`), as gradient accumulation needs.
 - `expect_raises(name, error, call, *args)`: `call(*args)` raises `error` (a ValueError, say).
+- `checks_passed(count)`: in Jupyter or Colab, True once `count` cells of checks have run and
+  passed on the notebook's functions as they are now, and none of those failed; otherwise it
+  prints what it waits for and returns False. Each exercise's "Compare with lib" cell shows lib's
+  version only then, after the student's own.
 - `your_output(function, returned)`: a `with` block that runs lib's code on what the student's
   `function` returned; an error raised inside lib becomes a CheckFailed naming the function and
   what it returned, instead of a traceback from deep inside lib. `watch(obj, method)` keeps what a
@@ -25,7 +29,9 @@ axes' names (`axes="btc"`); values as plain numbers.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
+import sys
 import sysconfig
 import traceback
 from pathlib import Path
@@ -38,8 +44,13 @@ from lib.twins import to_numpy
 class CheckFailed(AssertionError):
     """A visible check found a difference; the message says which and where."""
 
+    def __init__(self, *args):
+        _note()
+        super().__init__(*args)
+
 
 def _passed(name):
+    _note()
     print(f"ok: {name}")
 
 
@@ -248,6 +259,7 @@ def expect_raises(name, error, call, *args, **kwargs):
     try:
         result = call(*args, **kwargs)
     except error as e:
+        _note()
         print(f"ok: {name} raises {error.__name__}: {e}")
         return
     except NotImplementedError:
@@ -314,3 +326,95 @@ def your_output(function, returned=_UNSEEN):
         else:
             after = "" if returned is _UNSEEN else f", after your {function} returned {_what(returned)}"
         raise CheckFailed(f"{function}: lib's `{where}` raised {type(e).__name__}: {e}{after}") from None
+
+
+# ---- the record of the checks run in a notebook, for lib's version after them --------------------
+
+_checked = 0                  # checks that ended so far in this process, passed or failed
+
+
+def _note():
+    _record()                 # registered before the count moves, so this cell counts
+    global _checked
+    _checked += 1
+
+
+class _Record:
+    """The cells of one IPython shell that ran checks: by cell (its id, or its text where the
+    front end gives none), whether its last run passed and the notebook's own functions and
+    classes it read, as they were then (a later run of the graded cell makes them stale)."""
+
+    def __init__(self, shell):
+        self.shell, self.cells, self.start = shell, {}, _checked
+        shell.events.register("pre_run_cell", self.pre)
+        shell.events.register("post_run_cell", self.post)
+
+    def pre(self, info):
+        self.start = _checked
+
+    def post(self, result):
+        info = result.info
+        read = self._read(info.raw_cell)
+        if _checked == self.start and not any(getattr(v, "__module__", None) == __name__ for v in read.values()):
+            return                       # no check ended in this cell, and it names none (expect_..., CheckFailed)
+        key = getattr(info, "cell_id", None) or info.raw_cell
+        self.cells[key] = (result.success, {n: v for n, v in read.items() if v.__module__ == "__main__"})
+
+    def _read(self, source):
+        """{name: value} of the functions and classes, the notebook's own and lib.checks', that
+        the cell reads but does not assign."""
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:                                 # IPython's magics
+            return {}
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+        stored = {n.id for n in nodes if not isinstance(n.ctx, ast.Load)}     # the cell's own loop names
+        space = self.shell.user_ns
+        return {n: space[n] for n in {n.id for n in nodes} - stored
+                if n in space and callable(space[n])
+                and getattr(space[n], "__module__", None) in ("__main__", __name__)}
+
+    def fresh(self):
+        """The results of the cells whose functions are still the notebook's."""
+        space = self.shell.user_ns
+        return [ok for ok, read in self.cells.values()
+                if all(space.get(n) is obj for n, obj in read.items())]
+
+
+_RECORD = None
+
+
+def _record():
+    """The record of the running IPython shell (None outside IPython)."""
+    global _RECORD
+    ipython = sys.modules.get("IPython")            # never imported here: the grader has none
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or not hasattr(shell, "events"):
+        return None
+    if _RECORD is None or _RECORD.shell is not shell:
+        _RECORD = _Record(shell)
+    return _RECORD
+
+
+def checks_passed(count) -> bool:
+    """True once `count` cells of checks have run and passed on the notebook's functions as they
+    are now, and none of those that ran on them failed; otherwise prints what it waits for and
+    returns False. Only IPython (Jupyter, Colab) says which cell ran what: elsewhere, False."""
+    record = _record()
+    if record is None:
+        print("Waiting: only Jupyter or Colab records which checks passed; lib's version is "
+              "shown there, once your answer passes the checks above.")
+        return False
+    results = record.fresh()
+    failed, passed = results.count(False), results.count(True)
+    if failed:
+        print(f"Waiting: {failed} cell{'s' if failed > 1 else ''} of checks failed on your "
+              "functions as they are now. lib's version is shown once your answer passes "
+              "the checks above.")
+    elif passed < count:
+        print(f"Waiting: lib's version is shown once your answer passes the checks above; "
+              f"{passed} of their {count} cells ran and passed on your functions as they are now.")
+    return not failed and passed >= count
+
+
+_record()                     # in a notebook: register now, so the next cells are recorded

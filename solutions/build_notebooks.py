@@ -15,7 +15,9 @@ CELLS, a list built with the helpers below:
   runs the wrong answers of fixtures/wrong.py through them (each check must catch one of them,
   each of them must be caught);
 - collapsed(src): code the book shows collapsed, closed until clicked (tagged `hide-cell`): lib's
-  version of an answer, after the checks;
+  version of an answer, after the checks. Its last statement (the one that shows lib's code) runs
+  only `if checks_passed(N)` (lib.checks), N the notebook's check cells: run top to bottom on the
+  stubs, the notebook says why it waits instead of printing lib's answer;
 - colab(src): a `uses` cell for Colab only (the published weights, which need the network), left
   out of the book (tagged `remove-cell`, as the chapters' Colab cells are).
 Both notebooks are written without outputs. This file and the sources live in solutions/, which
@@ -77,6 +79,21 @@ def collapsed(src):
     return Cell("collapsed", _clean(src), _clean(src))
 
 
+def after_checks(src, count):
+    """A collapsed cell's source with its last statement run only once `count` check cells have
+    passed (lib.checks.checks_passed), the import added at the top."""
+    import ast
+    lines = src.splitlines()
+    last = ast.parse(src).body[-1]
+    if not isinstance(last, ast.Expr):
+        raise ValueError(f"a collapsed cell ends with the expression that shows lib's code: {src!r}")
+    shown = "\n".join(lines[last.lineno - 1:])
+    gated = [f"if checks_passed({count}):        # lib's version, once yours passes the checks above",
+             textwrap.indent(f"display({shown})", "    ")]
+    head = ["from IPython.display import display", "", "from lib.checks import checks_passed"]
+    return "\n".join(head + lines[:last.lineno - 1] + gated)
+
+
 def colab(src):
     return Cell("colab", _clean(src), _clean(src))
 
@@ -90,8 +107,11 @@ def notebook(cells, exercise, solution):
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.language_info = {"name": "python"}
     nb.metadata.grading = {"exercise": exercise}
+    count = sum(cell.kind == "check" for cell in cells)
     for cell in cells:
         text = cell.solution if solution else cell.student
+        if cell.kind == "collapsed":
+            text = after_checks(text, count)
         if cell.kind == "md":
             nb.cells.append(nbformat.v4.new_markdown_cell(text))
             continue
