@@ -1,7 +1,9 @@
 """Every exercise's wrong answers run through that exercise's visible checks (its notebook's
 `check` cells, which a student runs): each check catches at least one wrong answer of
 solutions/fixtures/wrong.py, each wrong answer is caught by some check (not only by the hidden
-tests), and the solution passes every check.
+tests), and the solution passes every check. A wrong answer with a `names` text must meet it in
+the message of the first check it fails, the one a student reads: the mistake named, not only
+"N values differ".
 
 The cells run here as the notebook runs them, in order; the graded cell is the solution's with
 the fixture's edits made. The cells before it run once, and each answer starts from a copy of what
@@ -50,7 +52,7 @@ SOURCES = {p.stem: p for p in sorted((ROOT / "solutions" / "source").glob("ch[0-
 
 def _first_line(exc) -> str:
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:600]
 
 
 def _run(cells, namespace, graded_code=None) -> dict[int, str | None]:
@@ -145,6 +147,10 @@ def test_each_visible_check_catches_a_wrong_answer_and_each_wrong_answer_is_caug
         print(f"{w.name}: " + "; ".join(f"cell {i}: {v}" for i, v in caught[w.name].items() if v))
     missed = [f"{w.name} ({w.mistake})" for w in fixtures if not any(caught[w.name].values())]
     assert not missed, "wrong answers no visible check catches: " + ", ".join(missed)
+    first = {w.name: next(v for v in caught[w.name].values() if v) for w in fixtures}
+    unnamed = [f"{w.name}: {first[w.name][:160]!r} does not say {w.names!r}"
+               for w in fixtures if w.names and w.names not in first[w.name]]
+    assert not unnamed, "wrong answers whose first failing check does not name the mistake: " + "; ".join(unnamed)
     idle = [_label(cells, i) for i in solution if not any(caught[w][i] for w in caught)]
     assert not idle, "visible checks that catch no wrong answer: " + ", ".join(idle)
 

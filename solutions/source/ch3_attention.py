@@ -166,9 +166,20 @@ CELLS = [
     rng = np.random.default_rng(31)
     '''),
     check('''
-    # the mask: changing position j must change nothing at positions before j
+    # the softmax: each query's weights sum to 1, so with every value vector the same,
+    # every position's output is the same too
     x = rng.normal(0, 1, (1, 6, 16))                                 # (B, T, C)
     weights = random_weights(16, 0.5, np.float64, rng)
+    w, b = weights[0].copy(), weights[1].copy()
+    w[:, 32:], b[32:] = 0.0, 1.0                            # every value vector (1, ..., 1)
+    same = causal_self_attention(x, w, b, *weights[2:], 2)          # (B, T, C)
+    if np.abs(same - same[:, :1]).max() > 1e-9:
+        raise CheckFailed(
+            "with every value vector the same, the positions' outputs differ, so a query's"
+            " weights do not sum to 1: the softmax normalises over the wrong axis (it must"
+            " run over the keys, the last axis of the (T, T) scores)"
+        )
+    # the mask: changing position j must change nothing at positions before j
     y = causal_self_attention(x, *weights, 2)
     for j in range(1, 6):
         later = x.copy()

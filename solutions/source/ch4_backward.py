@@ -96,7 +96,8 @@ CELLS = [
     import numpy as np
 
     import lib.numpy_twin as nt
-    from lib.checks import expect_accumulates, expect_close, expect_grad, expect_shape
+    from lib.checks import (CheckFailed, expect_accumulates, expect_close, expect_grad,
+                            expect_shape)
     from lib.config import GPTConfig
 
     rng = np.random.default_rng(0)
@@ -224,6 +225,19 @@ CELLS = [
     check('''
     dx, ln_grads = block_grads(x)
     expect_shape("block dx", dx, x.shape, np.float64)
+    # both branches' output weights at 0: the block is x plus a constant, so dx is dy itself
+    outputs = (block.attn.c_proj.weight, block.mlp.c_proj.weight)
+    saved = [w.copy() for w in outputs]
+    for w in outputs:
+        w[...] = 0.0
+    through_skips = block_grads(x)[0]
+    for w, value in zip(outputs, saved):
+        w[...] = value
+    if not np.allclose(through_skips, R, rtol=1e-12, atol=1e-12):
+        raise CheckFailed("block dx: with both branches' output weights at 0 the block is "
+                          "x plus a constant, so dx must be dy, and yours is not: a skip "
+                          "path is missing (a residual adds dy to what its branch sends "
+                          "back)")
     expect_grad("block dx", block_loss, lambda x: block_grads(x)[0], x, axes="btc")
     '''),
     check('''

@@ -157,7 +157,7 @@ CELLS = [
     stops with what differs, and where.
     """),
     code('''
-    from lib.checks import expect_close, expect_grad, expect_shape
+    from lib.checks import CheckFailed, expect_close, expect_grad, expect_shape
     '''),
     check('''
     points = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0])     # (7,)
@@ -173,6 +173,13 @@ CELLS = [
     check('''
     xs = np.linspace(-6, 6, 241)                                 # (241,)
     for f, df in ((gelu_exact, gelu_exact_grad), (gelu_tanh, gelu_tanh_grad)):
+        slope = df(xs)
+        if slope.min() >= 0 and slope.max() <= 1:    # GELU dips below 0, then rises past x
+            raise CheckFailed(
+                f"{df.__name__} stays within [0, 1] on [-6, 6], as the second factor alone "
+                "does; GELU's slope is below 0 left of its dip and above 1 near x = 1.5: "
+                "the product rule's second term, x times the derivative of the second "
+                "factor, is missing")
         expect_grad(f"{df.__name__} on [-6, 6]", lambda x: f(x).sum(), df, xs)
     '''),
     check('''

@@ -374,7 +374,7 @@ CELLS = [
     function to look at.
     """),
     code('''
-    from lib.checks import expect_accumulates, expect_grad, expect_shape
+    from lib.checks import CheckFailed, expect_accumulates, expect_grad, expect_shape
 
     block = model.h[0]                                        # the model's first block
     R = rng.normal(0, 1, x.shape)             # (B, T, C): dy of the loss sum(R * y)
@@ -418,6 +418,21 @@ CELLS = [
                  rtol=1e-10)
     '''),
     check('''
+    first = np.zeros_like(R)
+    first[:, 0] = R[:, 0]                     # dy at the first position only
+    if np.abs(attention_backward(first, x, *attn, 2)[0][:, 1:]).max() > 1e-12:
+        raise CheckFailed("attention_backward: with dy at the first position only, "
+                          "gradient reaches later positions, which the first never sees: "
+                          "the causal mask is missing from the forward that your backward "
+                          "recomputes")
+    w, b = attn[0].copy(), attn[1].copy()
+    w[:, 16:], b[16:] = 0.0, 1.0              # every value vector the same: the output does
+    same = attention_backward(R, x, w, b, *attn[2:], 2)    # not depend on the scores
+    if np.abs(same[0]).max() > 1e-12:
+        raise CheckFailed("attention_backward: with every value vector the same the output"
+                          " does not depend on the scores, yet gradient reaches q and k: "
+                          "the softmax's backward takes each weight alone (ds = p * dp), "
+                          "forgetting that a row's weights sum to 1")
     expect_grad("attention_backward: dx", lambda x: (R * block.attn.forward(x)[0]).sum(),
                 lambda x: attention_backward(R, x, *attn, 2)[0], x, axes="btc")
     '''),
@@ -439,6 +454,16 @@ CELLS = [
         return block_backward(R, cache, params, 0, 2, zero_grads(), parts)
 
 
+    zeroed = dict(params)                     # both branches' output weights at 0: the
+    for name in ("h.0.attn.c_proj.weight", "h.0.mlp.c_proj.weight"):   # block is x + a
+        zeroed[name] = np.zeros_like(params[name])                      # constant
+    _, cache = block_forward(x, zeroed, 0, 2, parts)
+    if not np.allclose(block_backward(R, cache, zeroed, 0, 2, zero_grads(), parts), R,
+                       rtol=1e-12, atol=1e-12):
+        raise CheckFailed("block_backward: with both branches' output weights at 0 the "
+                          "block is x plus a constant, so dx must be dy, and yours is not: "
+                          "a skip path is missing (a residual adds dy to what its branch "
+                          "sends back)")
     expect_grad("block_backward: dx", lambda x: (R * block.forward(x)[0]).sum(), block_dx,
                 x, axes="btc")
     '''),

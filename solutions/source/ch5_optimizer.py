@@ -118,7 +118,7 @@ CELLS = [
     import numpy as np
     import torch
 
-    from lib.checks import expect_close, expect_grad, expect_shape
+    from lib.checks import CheckFailed, expect_close, expect_grad, expect_shape
 
     rng = np.random.default_rng(0)
     '''),
@@ -225,6 +225,19 @@ CELLS = [
     target = {name: rng.standard_normal(shape) for name, shape in shapes.items()}
     settings = dict(betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
+    # one step with a zero gradient: only the decay moves the weight matrices
+    params = {name: p.copy() for name, p in start.items()}
+    zeros = {name: np.zeros_like(p) for name, p in params.items()}
+    m, v = ({n: z.copy() for n, z in zeros.items()} for _ in range(2))
+    adamw_step(params, zeros, m, v, 1, 1e-2, **settings)
+    moved = np.abs(params["wte.weight"] - start["wte.weight"])     # (7, 4)
+    if np.allclose(moved, 1e-2, rtol=1e-3):
+        raise CheckFailed("adamw_step: with a zero gradient one step moves every decayed "
+                          "weight by lr, whatever its size: the decay went into the "
+                          "gradient (Adam with L2), and Adam's normalised step hid its "
+                          "size; AdamW decouples it, shrinking the weight itself, apart "
+                          "from the gradient")
+
     params = {name: p.copy() for name, p in start.items()}
     exp_avg = {name: np.zeros_like(p) for name, p in params.items()}
     exp_avg_sq = {name: np.zeros_like(p) for name, p in params.items()}
@@ -306,7 +319,8 @@ CELLS = [
     from lib.display import show
     from lib.train import lr_at as lib_lr_at
 
-    show(nt_train.log_softmax, nt_train.cross_entropy, lib_lr_at, nt_train.AdamW)
+    show(nt_train.log_softmax, nt_train.cross_entropy, lib_lr_at,
+         nt_train.AdamW)
     '''),
     md("""
     ## Going further

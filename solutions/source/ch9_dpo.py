@@ -104,7 +104,8 @@ CELLS = [
     differences, margins of $\pm 5000$, and bad input.
     """),
     code('''
-    from lib.checks import expect_close, expect_grad, expect_raises, expect_shape
+    from lib.checks import (CheckFailed, expect_close, expect_grad, expect_raises,
+                            expect_shape)
 
     rng = np.random.default_rng(92)
     B, beta = 5, 0.5
@@ -113,12 +114,23 @@ CELLS = [
     '''),
     check('''
     loss, grads = dpo_loss(*logps, beta)
+    moved = dpo_loss(logps[0], logps[1], logps[2] - 1.0, logps[3], beta)[0]
+    if moved == loss:
+        raise CheckFailed("the loss does not change when the reference's log-probabilities"
+                          " do: the reference terms are missing; the margin compares each "
+                          "response's log-probability under the policy with the "
+                          "reference's")
     z = beta * ((logps[0] - logps[2]) - (logps[1] - logps[3]))
     expect_close("the loss: the mean of -log sigmoid(z)", loss,
                  np.mean(-np.log(1 / (1 + np.exp(-z)))), rtol=1e-12)
     '''),
     check('''
     names = ("d_policy_chosen", "d_policy_rejected", "d_ref_chosen", "d_ref_rejected")
+    if (grads[0] > 0).all() and (grads[1] < 0).all():
+        raise CheckFailed("d_policy_chosen is positive and d_policy_rejected negative: a "
+                          "step against your gradient would make the rejected response "
+                          "likelier and the chosen one less likely; the gradient's sign is"
+                          " flipped")
     for k, name in enumerate(names):
         expect_shape(name, grads[k], (B,), np.float64)
 

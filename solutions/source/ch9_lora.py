@@ -130,7 +130,8 @@ CELLS = [
     ($B = 0$) in float32, the backward pass against central differences, the merge, and bad shapes.
     """),
     code('''
-    from lib.checks import expect_close, expect_grad, expect_raises, expect_shape
+    from lib.checks import (CheckFailed, expect_close, expect_grad, expect_raises,
+                            expect_shape)
 
     rng = np.random.default_rng(9)
     n_in, n_out, r, alpha = 5, 4, 3, 6.0
@@ -157,6 +158,10 @@ CELLS = [
     dx, dA, dB = lora_backward(dy, x, weight, A, B, alpha)
     for name, got, like in (("dx", dx, x), ("dA", dA, A), ("dB", dB, B)):
         expect_shape(name, got, like.shape, np.float64)
+    if not np.abs(lora_backward(dy, x, np.zeros_like(weight), A, B, alpha)[0]).any():
+        raise CheckFailed("dx: with W = 0 the layer still depends on x through its update,"
+                          " yet your dx is 0 there: the gradient that flows back through "
+                          "the update (through B, then A) is missing from dx")
     inputs = dict(x=x, weight=weight, bias=bias, A=A, B=B, alpha=alpha)
     loss = lambda **kw: float((lora_forward(**{**inputs, **kw}) * dy).sum())
     expect_grad("dx against central differences", lambda v: loss(x=v),
