@@ -9,8 +9,10 @@ statement of the exercise's answer: its solution's graded lines and the lib code
 block (tools/answer_leaks.py's `answer_statements`). The solved notebook of two cheap exercises
 runs the same way and must show lib's answer, so the search can find it.
 
-Cost: about 70 s on two idle cores (the imports of torch and transformers, one 124M-parameter
-model built by the capstone, some 120 tracebacks). Two cells are left out, the training runs of
+Cost, measured for all 21 tests in one process: 151 s of CPU (6.4 min of wall clock on two
+cores busy with another job), mostly the imports of torch and transformers, the models that
+exercise 4.2's checks and the capstone's build, and IPython's formatting of some 120 tracebacks;
+exercise 4.2's notebook is the longest, 55 s of wall clock there. Two cells are left out, the training runs of
 exercises 4.1 and 5.2 (`train(...)` on lib's own model, minutes each), which call none of the
 student's functions and show nothing but losses; nbval runs them in the solved notebooks.
 """
