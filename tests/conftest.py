@@ -29,3 +29,14 @@ def built_book():
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return SimpleNamespace(returncode=proc.returncode, log=proc.stdout,
                            html=ROOT / "_build" / "html")
+
+
+@pytest.fixture(scope="session")
+def leaks():
+    """tools/answer_leaks.py, which reads the solutions and hidden tests: skipped in the student
+    release (`python -m grader.release`), which holds neither."""
+    if not (ROOT / "solutions" / "hidden_tests").is_dir():
+        pytest.skip("the student release has no solutions to look for")
+    sys.path.insert(0, str(ROOT / "tools"))
+    import answer_leaks
+    return answer_leaks

@@ -1,21 +1,11 @@
 """tools/answer_leaks.py on pages written here (tests/test_book.py runs it on the built book): an
 answer is found on an earlier page, open or collapsed, and on the exercise's own page only when
 shown open; lib code with a later chapter's feature is found before that chapter."""
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def leaks():
-    if not (ROOT / "solutions" / "hidden_tests").is_dir():
-        pytest.skip("the student release has no solutions to look for")
-    sys.path.insert(0, str(ROOT / "tools"))
-    import answer_leaks
-    return answer_leaks
 
 
 def _pre(code):

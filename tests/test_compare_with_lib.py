@@ -18,7 +18,6 @@ student's functions and show nothing but losses; nbval runs them in the solved n
 """
 import os
 import re
-import sys
 from pathlib import Path
 
 import nbformat
@@ -28,15 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = sorted(p.stem for p in (ROOT / "exercises").glob("ch*.ipynb"))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TRAINING = re.compile(r"^\w+ = train\(", re.M)    # lib's training loop on lib's model: minutes
-
-
-@pytest.fixture(scope="module")
-def leaks():
-    if not (ROOT / "solutions" / "hidden_tests").is_dir():
-        pytest.skip("the student release has no solutions to look for")
-    sys.path.insert(0, str(ROOT / "tools"))
-    import answer_leaks
-    return answer_leaks
 
 
 def _skipped(cell, graded_names) -> bool:
