@@ -227,7 +227,11 @@ def train(seed, log, background=False):
 
 
 def notebook_digest(path):
-    return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:12]
+    """12 hex digits of sha256 over a notebook's code cells: what decides what its claims measure
+    (an edit of its prose needs no new execution)."""
+    cells = json.loads((ROOT / path).read_text())["cells"]
+    code = "\0".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return hashlib.sha256(code.encode()).hexdigest()[:12]
 
 
 def record_path(seed, notebook):
@@ -325,8 +329,10 @@ def summarise(seeds, notebooks):
 
     report = {"seeds": seeds, "code_digest": code_digest(), "notebooks": {}}
     for notebook in notebooks:
+        current = notebook_digest(notebook)
         records = {s: json.loads(record_path(s, notebook).read_text()) for s in seeds
                    if record_path(s, notebook).is_file()}
+        records = {s: r for s, r in records.items() if r["notebook_digest"] == current}   # this version's only
         if not records:
             continue
         claims = {}
@@ -341,7 +347,7 @@ def summarise(seeds, notebooks):
             entry["varies"] = len({json.dumps(run["values"]) for run in runs}) > 1
             entry["held_on"] = sum(run["passed"] for run in runs)
         report["notebooks"][notebook] = dict(
-            digest=notebook_digest(notebook), claims=sorted(claims.values(), key=lambda c: (c["cell"], c["line"])),
+            digest=current, claims=sorted(claims.values(), key=lambda c: (c["cell"], c["line"])),
             seconds={str(s): r["seconds"] for s, r in records.items()}, busy=[s for s, r in records.items() if r["busy"]],
             threads=sorted({str(r.get("threads", "default")) for r in records.values()}),
             errors={str(s): r["errors"] for s, r in records.items() if r["errors"]},
