@@ -76,6 +76,14 @@ def head_backward(dlogits, hidden, wte, grads):
     return dlogits @ wte                               # (B, T, V) @ (V, C) -> (B, T, C)
 '''
 
+# The formulas the answer is, as the hints write them: shown only in a hint's last stage
+# (tests/test_staged_hints.py).
+FINAL_FORMULAS = [
+    r"G^\top H",
+    r"G\,\mathrm{wte}",
+    "np.add.at",
+]
+
 CELLS = [
     md(r"""
     # Exercise 2.1: The embeddings and the tied head
@@ -118,7 +126,27 @@ CELLS = [
       into `grads["wte"]`; a training step that accumulates gradients over several micro-batches
       calls the backward functions several times before the update. Every backward adds.
 
-    :::{admonition} Hint: the formulas
+    :::{admonition} The gradients, hint 1 of 3: the idea
+    :class: dropdown
+    Take one output number and ask which table entries it depends on: a logit
+    $\mathrm{logit}_{b,t,v}$ depends on $h_{b,t}$ and on row $v$ of wte only, and $x_{b,t}$ on row
+    $\mathrm{idx}_{b,t}$ of wte and row $t$ of wpe only. Differentiate that one number with
+    respect to one entry of a row, then apply the chain rule over every output that uses the
+    row: its gradient is the sum, over those outputs, of each output's gradient times that
+    derivative.
+    :::
+
+    :::{admonition} The gradients, hint 2 of 3: entry by entry
+    :class: dropdown
+    $\partial\,\mathrm{logit}_{b,t,v} / \partial\,\mathrm{wte}[v] = h_{b,t}$ and
+    $\partial\,\mathrm{logit}_{b,t,v} / \partial h_{b,t} = \mathrm{wte}[v]$, so row $v$'s gradient
+    is a sum over every $(b, t)$, and $h_{b,t}$'s a sum over every $v$. The lookup copies a row:
+    the derivative is 1, so row $r$ of wte collects `dx[b, t]` from every position where
+    $\mathrm{idx}_{b,t} = r$, and row $t$ of wpe from position $t$ of every sequence. Now write
+    these sums without Python loops.
+    :::
+
+    :::{admonition} The gradients, hint 3 of 3: the formulas
     :class: dropdown
     With $G$ the logits' gradient flattened to `(B*T, V)` and $H$ the hidden vectors to
     `(B*T, C)`: the head adds $G^\top H$ `(V, C)` to wte's gradient and returns $G\,\mathrm{wte}$.
