@@ -70,6 +70,12 @@ def block_backward(dy, cache, block):
     return dh + _norm_backward(block.ln_1, dattn_in, ln_1_cache)
 '''
 
+# The formulas the answer is, as the hints write them: shown only in a hint's last stage
+# (tests/test_staged_hints.py).
+FINAL_FORMULAS = [
+    r"r\,(g - \overline{g} - \hat x\,\overline{g \odot \hat x})",
+]
+
 CELLS = [
     md(r"""
     # Exercise 4.3: Backward through a block
@@ -128,7 +134,24 @@ CELLS = [
       checks below compare your `dx` with central differences of the loss, so you know when it
       is right.
 
-    :::{admonition} Hint: the result, once derived
+    :::{admonition} LayerNorm's dx, hint 1 of 3: the idea
+    :class: dropdown
+    Write $\hat x_j = (x_j - \mu)\,r$ and differentiate one $\hat x_j$ with respect to one $x_i$:
+    the product rule gives a term through $x_j - \mu$ (from $x_j$ itself and from $\mu$) and one
+    through $r$. You need $\partial\mu/\partial x_i = 1/C$, and $\partial r/\partial x_i$ from the
+    chain rule through $\sigma^2$. Then $\partial\mathcal L/\partial x_i = \sum_j g_j\,
+    \partial\hat x_j/\partial x_i$.
+    :::
+
+    :::{admonition} LayerNorm's dx, hint 2 of 3: one entry's derivative
+    :class: dropdown
+    $\partial r/\partial x_i = -\tfrac12 r^3\,\partial\sigma^2/\partial x_i = -r^3 (x_i - \mu)/C$
+    (the part through $\mu$ of the variance's derivative sums to 0), so
+    $\partial\hat x_j/\partial x_i = r\,(\delta_{ij} - 1/C - \hat x_i \hat x_j / C)$. Multiply
+    by $g_j$, sum over $j$, and write each sum over $j$ as $C$ times a mean.
+    :::
+
+    :::{admonition} LayerNorm's dx, hint 3 of 3: the result
     :class: dropdown
     $\partial\mathcal L/\partial x = r\,(g - \overline{g} - \hat x\,\overline{g \odot \hat x})$,
     a bar being the mean over the $C$ entries: $\mu$'s dependence removes $g$'s mean, $r$'s
