@@ -201,6 +201,18 @@ def gpt_backward(dlogits, cache, params, config, grads, parts):
     parts.embed_backward(dx, idx, tables)
 '''
 
+# The formulas the answer is, as the hints write them: shown only in a hint's last stage
+# (tests/test_staged_hints.py).
+FINAL_FORMULAS = [
+    r"ds = p \odot (dp - \sum_j dp_j\,p_j)",
+    r"dq = ds\,k / \sqrt{D}",
+    r"dk = ds^\top q / \sqrt{D}",
+    r"dv = p^\top dy",
+    r"dp = dy\,v^\top",
+    r"dW = x^\top dy",
+    r"dx = dy\,W^\top",
+]
+
 CELLS = [
     md(r"""
     # Exercise 4.4: The whole GPT, forward and backward
@@ -346,18 +358,48 @@ CELLS = [
     `g["ln_1.weight"] = d` only rebinds the short dict's entry and the gradient is lost.
     :::
 
-    :::{admonition} Hint: the softmax's gradient
+    :::{admonition} The products' gradients, hint 1 of 3: the idea
+    :class: dropdown
+    Every step but the softmax is a product of matrices, $Y = X W$ (a linear layer, $s = q
+    k^\top / \sqrt{D}$, $y = p v$). Write one entry, $Y_{ij} = \sum_k X_{ik} W_{kj}$,
+    differentiate it with respect to one entry of $X$ and one of $W$, and sum over every entry
+    of $Y$ that uses it. The shapes then tell you which factor is transposed.
+    :::
+
+    :::{admonition} The products' gradients, hint 2 of 3: entry by entry
+    :class: dropdown
+    $\partial\mathcal L/\partial W_{kj} = \sum_i X_{ik}\,dY_{ij}$ and
+    $\partial\mathcal L/\partial X_{ik} = \sum_j dY_{ij}\,W_{kj}$: each a product of two
+    matrices, one of them transposed. A bias is added to every row, so its gradient sums over
+    the rows; the scale $1/\sqrt{D}$ multiplies every gradient through the scores.
+    :::
+
+    :::{admonition} The products' gradients, hint 3 of 3: the formulas
+    :class: dropdown
+    For $y = x W + b$ with $x$ flattened to rows `(B*T, in)`: $dW = x^\top dy$ `(in, out)`,
+    $db$ the sum of $dy$'s rows, $dx = dy\,W^\top$. Per head, for $y = p v$: $dv = p^\top dy$
+    and $dp = dy\,v^\top$; for $s = q k^\top / \sqrt{D}$: $dq = ds\,k / \sqrt{D}$ and
+    $dk = ds^\top q / \sqrt{D}$.
+    :::
+
+    :::{admonition} The softmax's gradient, hint 1 of 3: the idea
+    :class: dropdown
+    Differentiate one weight $p_j = e^{s_j} / \sum_k e^{s_k}$ with respect to one score $s_i$ of
+    the same row (the quotient rule): $i = j$ and $i \ne j$ both give a term, since every score
+    is in the denominator. Then $ds_i = \sum_j dp_j\,\partial p_j/\partial s_i$.
+    :::
+
+    :::{admonition} The softmax's gradient, hint 2 of 3: one entry's derivative
+    :class: dropdown
+    $\partial p_j/\partial s_i = p_j\,(\delta_{ij} - p_i)$. Put it in the sum over $j$: one term
+    is $dp_i$ times something, the other the same number for the whole row.
+    :::
+
+    :::{admonition} The softmax's gradient, hint 3 of 3: the formula
     :class: dropdown
     With $p = \mathrm{softmax}(s)$ over a row and $dp$ the gradient reaching $p$,
     $ds = p \odot (dp - \sum_j dp_j\,p_j)$. A masked entry has $p = 0$, so its $ds$ is 0 by
-    itself. The scores are $s = q k^\top / \sqrt{D}$: $dq = ds\,k / \sqrt{D}$ and
-    $dk = ds^\top q / \sqrt{D}$; for $y = p v$, $dv = p^\top dy$ and $dp = dy\,v^\top$, per head.
-    :::
-
-    :::{admonition} Hint: a linear layer's gradients
-    :class: dropdown
-    For $y = x W + b$ with $x$ flattened to rows `(B*T, in)`: $dW = x^\top dy$ `(in, out)`,
-    $db$ the sum of $dy$'s rows, $dx = dy\,W^\top$.
+    itself.
     :::
 
     **Rules.** numpy only; float64 in the hidden tests. While grading, lib's attention's,
