@@ -92,6 +92,20 @@ def adamw_step(params, grads, exp_avg, exp_avg_sq, step, lr, betas=(0.9, 0.95),
         p -= lr * m_hat / (np.sqrt(v_hat) + eps)
 '''
 
+# The formulas the answer is, as the hints write them: shown only in a hint's last stage
+# (tests/test_staged_hints.py).
+FINAL_FORMULAS = [
+    "lr * (step + 1) / warmup_iters",
+    r"\tfrac12(1 + \cos \pi\,\text{progress})",
+    r"z_i - m - \log\sum_j e^{z_j - m}",
+    r"(p - \text{one-hot}(\text{target}))/N",
+    r"p - \text{lr}\cdot\text{wd}\cdot p",
+    r"\beta_1 m + (1 - \beta_1)\,g",
+    r"\beta_2 v + (1 - \beta_2)\,g^2",
+    r"\frac{\hat m}{\sqrt{\hat v} + \epsilon}",
+    r"\frac{m}{1 - \beta_1^t}",
+]
+
 CELLS = [
     md(r"""
     # Exercise 5.1: The loss and the optimizer
@@ -148,11 +162,41 @@ CELLS = [
     Algorithm 2 {cite}`loshchilov2019decoupled`, or the `torch.optim.AdamW` documentation) before
     opening the hint; the checks compare your steps with torch's.
 
-    :::{admonition} Hint: the formulas
+    :::{admonition} The formulas, hint 1 of 3: the ideas
+    :class: dropdown
+    *Cross-entropy.* Write one position's loss with the logits alone,
+    $-\log p_y = -z_y + \log\sum_j e^{z_j}$, and differentiate it with respect to one logit $z_i$;
+    the mean over the $N$ positions divides each position's gradient by $N$. Subtracting the
+    same number from every logit of a row changes no $p$: choose the number so that no exponent
+    is positive.
+
+    *Schedule.* Measure how far the cosine part has gone as a fraction from 0 to 1;
+    $\cos \pi\,\text{progress}$ goes from 1 to -1 over it: shift and scale it to go from `lr` to
+    `min_lr`.
+
+    *AdamW.* Two running averages, of $g$ and of $g^2$, both started at 0 (so too small at first:
+    divide by what they would be if every $g$ were 1); the step is the first over the square
+    root of the second; the decay shrinks the weight itself, apart from the gradient.
+    :::
+
+    :::{admonition} The formulas, hint 2 of 3: the intermediate steps
+    :class: dropdown
+    *Cross-entropy.* $\partial(-\log p_y)/\partial z_i = p_i - [i = y]$, with $m$ the row's
+    largest logit the one to subtract.
+
+    *Schedule.* Warmup reaches `lr` at step `warmup_iters - 1`, so step `step` is the
+    `step + 1`-th of `warmup_iters` equal rises; the cosine's progress is
+    $(\text{step} - \mathrm{warmup\_iters}) / \max(1, \mathrm{max\_iters} - \mathrm{warmup\_iters})$.
+
+    *AdamW.* Each running average is $\beta$ times the old value plus $1 - \beta$ times the new
+    one; after $t$ updates of a constant 1 it holds $1 - \beta^t$. The order: decay, the two
+    averages, their corrections, the step.
+    :::
+
+    :::{admonition} The formulas, hint 3 of 3: the formulas
     :class: dropdown
     Warmup: `lr * (step + 1) / warmup_iters`. Cosine: $\mathrm{min\_lr} + (\text{lr} -
-    \mathrm{min\_lr})\,\tfrac12(1 + \cos \pi\,\text{progress})$, progress $= (\text{step} -
-    \mathrm{warmup\_iters}) / \max(1, \mathrm{max\_iters} - \mathrm{warmup\_iters})$.
+    \mathrm{min\_lr})\,\tfrac12(1 + \cos \pi\,\text{progress})$.
     Cross-entropy: $\log p_i = z_i - m - \log\sum_j e^{z_j - m}$ with $m$ the row's maximum, and
     `dlogits` $= (p - \text{one-hot}(\text{target}))/N$. AdamW, for each parameter $p$ with
     gradient $g$:
