@@ -130,6 +130,14 @@ def train_loop(model, optimizer, train_ids, val_ids, config):
     return history
 '''
 
+# The formulas the answer is, as the hints write them: shown only in a hint's last stage
+# (tests/test_staged_hints.py).
+FINAL_FORMULAS = [
+    "divide each micro-batch's `dlogits` by $k$",
+    r"\sqrt{\sum_{\text{tensors}} \sum g^2}",
+    r"\text{max\_norm} / (\lVert g \rVert + 10^{-6})",
+]
+
 CELLS = [
     md(r"""
     # Exercise 5.3: The training loop
@@ -207,14 +215,30 @@ CELLS = [
     `history` is a dict of those seven lists, the keys of lib's history, so that
     `lib.plotting.plot_losses(history)` draws it.
 
-    :::{admonition} Hint: the formulas
+    :::{admonition} Accumulation and clipping, hint 1 of 3: the idea
+    :class: dropdown
+    The gradient of a sum is the sum of the gradients, and a backward pass adds into the
+    gradients: so the whole batch's gradient is what the micro-batches' backward passes add up
+    to, once each is weighted by its share in the whole batch's loss. For clipping, every
+    tensor's gradient is one piece of one long vector, the gradient of all the weights: clip
+    that vector.
+    :::
+
+    :::{admonition} Accumulation and clipping, hint 2 of 3: the intermediate step
     :class: dropdown
     With $k$ micro-batches of equal size and mean losses $L_1, \dots, L_k$, the whole batch's mean
-    loss is $L = \frac{1}{k}\sum_i L_i$, so $\nabla L = \sum_i \frac{1}{k}\nabla L_i$: divide each
-    micro-batch's `dlogits` by $k$ before its backward, and the additions do the rest. Clipping
-    uses the global norm $\lVert g \rVert = \sqrt{\sum_{\text{tensors}} \sum g^2}$ and multiplies
-    *every* gradient by $\text{max\_norm} / (\lVert g \rVert + 10^{-6})$ when that factor is below
-    1 (torch's `clip_grad_norm_`): the update keeps its direction and only gets shorter.
+    loss is $L = \frac{1}{k}\sum_i L_i$. The length of the long vector is the square root of the
+    sum of the squares of every entry of every gradient; scaling all of its pieces by one
+    factor keeps its direction.
+    :::
+
+    :::{admonition} Accumulation and clipping, hint 3 of 3: the formulas
+    :class: dropdown
+    $\nabla L = \sum_i \frac{1}{k}\nabla L_i$: divide each micro-batch's `dlogits` by $k$ before
+    its backward, and the additions do the rest. Clipping uses the global norm
+    $\lVert g \rVert = \sqrt{\sum_{\text{tensors}} \sum g^2}$ and multiplies *every* gradient by
+    $\text{max\_norm} / (\lVert g \rVert + 10^{-6})$ when that factor is below 1 (torch's
+    `clip_grad_norm_`): the update keeps its direction and only gets shorter.
     :::
 
     :::{admonition} Hint: your exercise 5.1 AdamW as an optimizer
