@@ -80,6 +80,13 @@ def pick(scores):
     return int(np.argmax(scores[:, 0])), int(np.argmax(scores[:, 1]))
 '''
 
+# The formulas the answer is, as the hints write them: shown only in a hint's last stage
+# (tests/test_staged_hints.py).
+FINAL_FORMULAS = [
+    r"(z_v - m) - \log \sum_u e^{z_u - m}",
+    "rows `start - 1` to `T - 2`",
+]
+
 CELLS = [
     md(r"""
     # Exercise 6b.1: Scoring a choice by its log-likelihood
@@ -122,18 +129,33 @@ CELLS = [
     before you write code: which row of `logits` holds the prediction of token `t`, and why the
     scores are computed in float64 although the model runs in float32.
 
-    :::{admonition} Hint: a log-softmax that cannot overflow
+    :::{admonition} A log-softmax that cannot overflow, hint 1 of 2: the idea
+    :class: dropdown
+    Take the logarithm of the softmax before computing anything: it is a difference of a logit
+    and the logarithm of a sum of exponentials. Then use the fact above (the same number added
+    to every logit of a row changes nothing) and choose the number so that no exponent is
+    positive and at least one is 0.
+    :::
+
+    :::{admonition} A log-softmax that cannot overflow, hint 2 of 2: the formula
     :class: dropdown
     For a row $z$ of logits with largest value $m$,
     $\log \mathrm{softmax}(z)_v = (z_v - m) - \log \sum_u e^{z_u - m}$. Every exponent is at most
     0, so none overflows, and the largest term of the sum is 1, so the logarithm never sees 0.
     :::
 
-    :::{admonition} Hint: which logits score which token
+    :::{admonition} Which logits score which token, hint 1 of 2: the idea
     :class: dropdown
-    The model at position $t$ has read tokens $0 \dots t$ and predicts token $t + 1$. Token $t$ is
-    therefore scored by row $t - 1$: rows `start - 1` to `T - 2` score tokens `start` to `T - 1`,
-    and the last row (the prediction after the whole text) is not used.
+    The model at position $t$ has read tokens $0 \dots t$. Which token does that row predict, and
+    so which row predicts token $t$? Then ask which rows the tokens from `start` on need, and
+    which row none of them needs.
+    :::
+
+    :::{admonition} Which logits score which token, hint 2 of 2: the rows
+    :class: dropdown
+    The model at position $t$ predicts token $t + 1$. Token $t$ is therefore scored by row
+    $t - 1$: rows `start - 1` to `T - 2` score tokens `start` to `T - 1`, and the last row (the
+    prediction after the whole text) is not used.
     :::
 
     **Rules.** numpy only. The model is lib's numpy GPT (`model.forward(idx)` with `idx (1, T)`
