@@ -404,8 +404,11 @@ def markdown(report):
             dependent += claim["varies"]
             held += claim["varies"] and claim["held_on"] == len(claim["per_seed"]) == len(seeds)
         lines.append("")
+    per_seed = {s: sum(e["seconds"].get(str(s), 0) for e in report["notebooks"].values()) for s in seeds}
     lines[4:4] = [f"**{total} claims, {dependent} of them depend on training; {held} of those held on all "
-                  f"{len(seeds)} seeds.**", ""]
+                  f"{len(seeds)} seeds.** Executing the notebooks took "
+                  f"{min(per_seed.values()) / 60:.0f} to {max(per_seed.values()) / 60:.0f} min per seed, besides "
+                  "each seed's training (the install step's, about 8 minutes on 2 cores).", ""]
     return "\n".join(lines) + "\n"
 
 
