@@ -375,7 +375,7 @@ def value_ranges(claim):
 def markdown(report):
     seeds = report["seeds"]
     lines = ["# What the chapters assert, across retrainings", "",
-             f"Written by `python tools/claims.py --seeds {seeds[0]}-{seeds[-1]}{' --busy' if any(n['busy'] for n in report['notebooks'].values()) else ''}`: "
+             f"Written by `python tools/claims.py --seeds {seeds[0]}-{seeds[-1]}` (each notebook says its threads and load): "
              f"every cached training (`lib.cached.RUNS`) retrained under GPT2_COURSE_SEED = {', '.join(map(str, seeds))}, "
              "each in a cache of its own, and each notebook below executed against each, every `assert` "
              "recorded instead of raised. A claim **depends on training** when its compared values differ "
