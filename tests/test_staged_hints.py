@@ -24,7 +24,7 @@ from build_notebooks import load_source  # noqa: E402
 # The exercises whose hints gave the final formulas in one open-at-once dropdown, and 9.2, whose
 # gradient and stability trick chapter 9 used to state.
 STAGED = ("ch2_embeddings", "ch4_backward", "ch4_gpt", "ch5_optimizer", "ch5_training_loop",
-          "ch6b_scoring")
+          "ch6b_scoring", "ch9_dpo")
 LISTED = sorted(p.stem for p in (ROOT / "solutions" / "source").glob("ch[0-9]*_*.py")
                 if "\nFINAL_FORMULAS = " in p.read_text())
 

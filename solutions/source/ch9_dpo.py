@@ -48,6 +48,14 @@ def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp,
     return loss, (g, -g, -g, g)
 '''
 
+# The formulas the answer is, as the hints write them: shown only in a hint's last stage
+# (tests/test_staged_hints.py).
+FINAL_FORMULAS = [
+    r"-\beta \sigma(-z) / B",
+    "np.logaddexp(0, -z)",
+    r"\frac12(1 + \tanh(t/2))",
+]
+
 CELLS = [
     md(r"""
     # Exercise 9.2: the DPO loss and its gradient
@@ -85,12 +93,44 @@ CELLS = [
     - Grading is in float64 within $10^{-9}$ relative (and $10^{-15}$ absolute, for gradients that
       are 0 to the last bit); float32 inputs must give float32 gradients within $10^{-5}$.
 
-    :::{admonition} Hint: stability
+    :::{admonition} The gradient, hint 1 of 3: the idea
+    :class: dropdown
+    The loss depends on the four log-probabilities only through each pair's $z_i$: differentiate
+    $-\log\sigma(z)$ with respect to $z$, then $z$ with respect to each argument (the chain
+    rule), and remember the mean over the $B$ pairs. Two facts about the sigmoid help:
+    $\sigma'(t) = \sigma(t)\,(1 - \sigma(t))$ and $1 - \sigma(t) = \sigma(-t)$.
+    :::
+
+    :::{admonition} The gradient, hint 2 of 3: the two derivatives
+    :class: dropdown
+    $\frac{d}{dz}\big[-\log\sigma(z)\big] = -\sigma'(z)/\sigma(z)$, which the two facts turn into
+    one sigmoid. $z$ is $\beta$ times a sum of the four log-probabilities with signs $+, -, -, +$
+    (the policy's chosen, the reference's chosen, the policy's rejected, the reference's
+    rejected): each argument's $\partial z_i/\partial$ is $\pm\beta$, and pair $i$'s loss
+    depends on pair $i$'s arguments only.
+    :::
+
+    :::{admonition} The gradient, hint 3 of 3: the formula
+    :class: dropdown
+    The derivative of $-\log\sigma(z)$ is $-\sigma(-z)$, so the gradient with respect to the
+    policy's chosen log-probability is $-\beta \sigma(-z) / B$ (each pair its own $z$), with the
+    opposite sign for the rejected one and for the reference's chosen one, and the same sign
+    for the reference's rejected one.
+    :::
+
+    :::{admonition} Stability, hint 1 of 2: the idea
     :class: dropdown
     $-\log \sigma(z) = \log(1 + e^{-z})$, the softplus of $-z$. Written as it stands it overflows
-    for $z = -1000$; `np.logaddexp(0, -z)` computes $\log(e^0 + e^{-z})$ without overflow. The
-    derivative of $-\log\sigma(z)$ is $-\sigma(-z)$, and $\sigma(t) = \frac12(1 + \tanh(t/2))$
-    never overflows.
+    for $z = -1000$: $e^{1000}$ is `inf` in float64. It is the logarithm of a sum of two
+    exponentials, $e^0$ and $e^{-z}$; numpy has a function that computes exactly that without
+    forming either. The sigmoid in the gradient needs the same care: write it with a function
+    that never overflows.
+    :::
+
+    :::{admonition} Stability, hint 2 of 2: the formulas
+    :class: dropdown
+    `np.logaddexp(0, -z)` computes $\log(e^0 + e^{-z})$ without overflow, and
+    $\sigma(t) = \frac12(1 + \tanh(t/2))$ never overflows.
     :::
 
     Use numpy only; while grading, torch is not installed and lib's DPO loss raises an error. The
@@ -121,7 +161,7 @@ CELLS = [
                           "response's log-probability under the policy with the "
                           "reference's")
     z = beta * ((logps[0] - logps[2]) - (logps[1] - logps[3]))
-    expect_close("the loss: the mean of -log sigmoid(z)", loss,
+    expect_close("the loss on 5 random pairs", loss,
                  np.mean(-np.log(1 / (1 + np.exp(-z)))), rtol=1e-12)
     '''),
     check('''
