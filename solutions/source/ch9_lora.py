@@ -143,7 +143,7 @@ CELLS = [
     check('''
     y = lora_forward(x, weight, bias, A, B, alpha)
     expect_shape("y", y, (2, 3, n_out), np.float64)
-    expect_close("y = x W^T + b + (alpha / r) x A^T B^T", y,
+    expect_close("lora_forward on a (2, 3, in) x with a bias", y,
                  x @ weight.T + bias + (alpha / r) * x @ A.T @ B.T, rtol=1e-12, axes="btc")
     '''),
     check('''
