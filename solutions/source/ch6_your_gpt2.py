@@ -307,6 +307,82 @@ CELLS = [
     idx = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])       # (B, T) = (2, 5)
     '''),
     uses('''
+    from lib.checks import expect_accumulates, expect_grad
+    from lib.numpy_twin.model import gelu, gelu_backward
+
+    x = rng.normal(0, 1, (2, 5, 8))                           # (B, T, C)
+    dx = rng.normal(0, 1, (2, 5, 8))                          # a gradient reaching x
+    L = rng.normal(0, 1, (2, 5, 16))                          # (B, T, V): dlogits
+    wte, wpe = params["wte.weight"], params["wpe.weight"]
+    block = model.h[0]
+    positions = np.tile(np.arange(5), (2, 1))                 # (B, T)
+
+
+    def lib_grads(backward):
+        model.zero_grad()                                     # lib's, in params' layout
+        backward()
+        return to_gpt2_layout(config, model.named_grads())
+
+
+    expect_close("2.1's embed_forward against lib", parts.embed_forward(idx, wte, wpe),
+                 wte[idx] + wpe[:5], rtol=1e-12)
+    table = {"wte": np.zeros_like(wte), "wpe": np.zeros_like(wpe)}
+    parts.embed_backward(dx, idx, table)
+    want = lib_grads(lambda: (model.wte.backward(dx, idx),
+                              model.wpe.backward(dx, positions)))
+    for key in ("wte", "wpe"):
+        expect_close(f"2.1's embed_backward: {key} against lib", table[key],
+                     want[f"{key}.weight"], rtol=1e-12, atol=1e-14)
+    expect_close("2.1's head_forward against lib", parts.head_forward(x, wte),
+                 model.lm_head(x), rtol=1e-10, atol=1e-12)
+    table = {"wte": np.zeros_like(wte), "wpe": np.zeros_like(wpe)}
+    dhidden = parts.head_backward(L, x, wte, table)
+    expect_grad("2.1's head_backward: dhidden", lambda h: (L * model.lm_head(h)).sum(),
+                lambda h: dhidden, x, axes="btc")
+    expect_grad("2.1's head_backward: wte",
+                lambda w: (L * parts.head_forward(x, w)).sum(), lambda w: table["wte"],
+                wte.copy())
+    for name, backward in (("embed_backward", lambda t: parts.embed_backward(dx, idx, t)),
+                           ("head_backward", lambda t: parts.head_backward(L, x, wte, t))):
+        table = {"wte": np.zeros_like(wte), "wpe": np.zeros_like(wpe)}
+        expect_accumulates(f"2.1's {name} called twice", lambda: backward(table),
+                           lambda: table)
+    attn = [params[f"h.0.attn.{n}"]
+            for n in ("c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias")]
+    expect_close("3.1's causal_self_attention against lib",
+                 parts.causal_self_attention(x, *attn, 2), block.attn.forward(x)[0],
+                 rtol=1e-10, atol=1e-12, axes="btc")
+    expect_close("4.1's gelu_tanh against lib", parts.gelu_tanh(x), gelu(x), rtol=1e-12)
+    expect_close("4.1's gelu_tanh_grad against lib", parts.gelu_tanh_grad(x),
+                 gelu_backward(np.ones_like(x), x), rtol=1e-10, atol=1e-12)
+    _, ln_cache = block.ln_1.forward(x)
+    block.ln_1.zero_grad()
+    want = (block.ln_1.backward(dx, ln_cache), block.ln_1.grads["weight"],
+            block.ln_1.grads["bias"])
+    got = parts.layernorm_backward(dx, ln_cache, block.ln_1.weight)
+    for name, g, w in zip(("dx", "dweight", "dbias"), got, want):
+        expect_close(f"4.3's layernorm_backward: {name} against lib", g, w, rtol=1e-10,
+                     atol=1e-12)
+    y, _ = parts.layernorm_forward(x, block.ln_1.weight, block.ln_1.bias)
+    expect_close("4.4's layernorm_forward against lib", y, block.ln_1.forward(x)[0],
+                 rtol=1e-10, atol=1e-12, axes="btc")
+    want = lib_grads(lambda: block.attn.backward(dx, block.attn.forward(x)[1]))
+    got = parts.attention_backward(dx, x, *attn, 2)
+    for name, grad in zip(("c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"),
+                          got[1:]):
+        expect_close(f"4.4's attention_backward: {name} against lib", grad,
+                     want[f"h.0.attn.{name}"], rtol=1e-9, atol=1e-12)
+    out, block_cache = parts.block_forward(x, params, 0, 2, parts)
+    expect_close("4.4's block_forward against lib", out, block.forward(x)[0],
+                 rtol=1e-10, atol=1e-12, axes="btc")
+    grads = {name: np.zeros_like(p) for name, p in params.items()}
+    parts.block_backward(dx, block_cache, params, 0, 2, grads, parts)
+    want = lib_grads(lambda: block.backward(dx, block.forward(x)[1]))
+    for name in (n for n in params if n.startswith("h.0.")):
+        expect_close(f"4.4's block_backward: {name} against lib", grads[name], want[name],
+                     rtol=1e-9, atol=1e-12)
+    '''),
+    uses('''
     logits, cache = parts.gpt_forward(idx, params, config, parts)
     expect_close("4.4's gpt_forward against lib's GPT", logits, model.forward(idx),
                  rtol=1e-10, atol=1e-12, axes="btv")
@@ -331,6 +407,48 @@ CELLS = [
                  np.concatenate([k, k[:, :, :1]], axis=2), rtol=0)
     expect_equal("6.2's sample at temperature 0: the argmax",
                  parts.sample(logits[:, -1], rng, 0.0), logits[:, -1].argmax(-1))
+    '''),
+    uses('''
+    from lib.data import get_batch
+    from lib.numpy_twin.train import AdamW
+    from lib.sampling import filtered_probs
+    from lib.train import lr_at
+
+    expect_close("5.1's cross_entropy: the loss against lib's",
+                 parts.cross_entropy(logits, idx)[0], cross_entropy(logits, idx)[0],
+                 rtol=1e-12)
+    expect_close("5.1's lr_at against lib's, steps 0 to 11",
+                 np.array([parts.lr_at(s, 1e-2, 1e-3, 3, 10) for s in range(12)]),
+                 np.array([lr_at(s, 1e-2, 1e-3, 3, 10) for s in range(12)]), rtol=1e-12)
+    names = ("h.0.attn.c_attn.weight", "h.0.ln_1.weight")     # decayed, and not
+    mine = {n: params[n].copy() for n in names}
+    libs = {n: params[n].copy() for n in names}
+    m, v = ({n: np.zeros_like(p) for n, p in mine.items()} for _ in range(2))
+    lib_adamw = AdamW(libs.items(), lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+    for t in (1, 2, 3):
+        g = {n: rng.normal(0, 1, p.shape) for n, p in mine.items()}
+        parts.adamw_step(mine, g, m, v, t, 1e-2, (0.9, 0.95), 1e-8, 0.1)
+        lib_adamw.step(g)
+    for n in names:
+        expect_close(f"5.1's adamw_step: {n} after 3 steps against lib's AdamW", mine[n],
+                     libs[n], rtol=1e-10, atol=1e-12)
+    data = np.arange(100) % 16
+    got = parts.get_batch(data, 4, 6, np.random.default_rng(2))
+    want = get_batch(data, 4, 6, np.random.default_rng(2))
+    for name, g, w in zip("xy", got, want):
+        expect_equal(f"5.3's get_batch: {name} against lib's (same Generator)", g, w,
+                     axes="bt")
+    # 4,000 draws from one row: their frequencies against lib's probabilities
+    tied = np.log(np.array([[0.4, 0.2, 0.2, 0.1, 0.06, 0.04]]))       # (1, 6)
+    apart = np.log(np.array([[0.4, 0.25, 0.15, 0.1, 0.06, 0.04]]))    # (1, 6)
+    for row, temperature, top_k, top_p in ((tied, 1.0, 2, None), (apart, 1.0, None, 0.75),
+                                           (apart, 0.5, None, 0.75), (apart, 2.0, 3, None)):
+        drawn = parts.sample(np.repeat(row, 4000, axis=0), np.random.default_rng(6),
+                             temperature, top_k=top_k, top_p=top_p)
+        expect_close(f"6.2's sample(temperature={temperature}, top_k={top_k}, "
+                     f"top_p={top_p}): the frequencies of 4,000 draws against lib's",
+                     np.bincount(drawn, minlength=6) / 4000,
+                     filtered_probs(row, temperature, top_k, top_p)[0], rtol=0, atol=0.04)
     '''),
     md(r"""
     ## What to write
