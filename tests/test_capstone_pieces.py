@@ -8,7 +8,6 @@ and one of the pieces the capstone takes from it, and that exercise must be the 
 exercise the capstone builds on must have at least one wrong answer caught that way.
 """
 import contextlib
-import importlib.util
 import io
 import sys
 from pathlib import Path
@@ -23,20 +22,13 @@ sys.path.insert(0, str(ROOT / "solutions"))
 import build_notebooks  # noqa: E402
 
 from lib.handin import parts_from_sources  # noqa: E402
+from test_visible_checks import wrong  # noqa: E402  (solutions/fixtures/wrong.py)
 
 NUMBERS = {"ch2_embeddings": "2.1", "ch3_attention": "3.1", "ch4_gelu": "4.1",
            "ch4_backward": "4.3", "ch4_gpt": "4.4", "ch5_optimizer": "5.1",
            "ch5_training_loop": "5.3", "ch6_kv_cache": "6.1", "ch6_top_k_top_p": "6.2"}
 
 
-def _load(path):
-    spec = importlib.util.spec_from_file_location(path.stem + "_capstone_fixtures", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-wrong = _load(ROOT / "solutions" / "fixtures" / "wrong.py")
 SOURCE = ROOT / "solutions" / "source"
 
 

@@ -1,5 +1,5 @@
 """Exercise 6.3, the capstone: your GPT-2 from your own pieces loads GPT-2's weights, trains and decodes."""
-from build_notebooks import check, code, colab, graded, md, setup, task, uses
+from build_notebooks import check, code, graded, md, setup, task, uses
 
 
 STUB = '''
@@ -460,9 +460,9 @@ CELLS = [
 
     1. **Loading.** `load_gpt2(folder)` reads a folder as `transformers` writes it
        (`config.json` and `model.safetensors`; `safetensors.numpy.load_file` reads the
-       second) into a `GPTConfig` and `params`. The file you will meet in Colab is the
-       published one, whose keys have no `transformer.` prefix and which stores each
-       layer's causal mask beside the weights; what `save_pretrained` writes has the
+       second) into a `GPTConfig` and `params`. The published weights' file (section 1
+       loads it) has keys without the `transformer.` prefix and stores each layer's
+       causal mask beside the weights; what `save_pretrained` writes has the
        prefix and no masks. The result to reach: your `gpt_forward` on the loaded weights
        gives `transformers`' logits within $10^{-4}$.
     2. **Training.** `loss_and_grads(params, config, x, y)` is one forward and backward
@@ -628,8 +628,12 @@ CELLS = [
 
     Offline, `transformers` makes a GPT-2 Small of random weights and saves it as it saves
     GPT-2 (`save_pretrained`); your `load_gpt2` reads it back and your model computes its
-    logits. In Colab the notebook has one more cell, which this page leaves out: it loads the
-    published weights, and your model writes text with them.
+    logits. The cell after it loads the published weights wherever they can be had, and your
+    model writes text with them: on a machine that is online (Colab or your own) it downloads
+    them from Hugging Face (about 550 MB, kept in Hugging Face's cache for the next run);
+    offline, set `GPT2_FOLDER` to a folder on your machine that holds them (`config.json` and
+    `model.safetensors`, as `save_pretrained` or a download writes them). Offline and with no
+    folder named, it says so and skips them.
     """),
     uses('''
     import time
@@ -656,9 +660,10 @@ CELLS = [
     print(f"{n:,} weights loaded, logits of {ids.shape[1]} tokens in {seconds:.1f} s; "
           f"largest difference {np.abs(logits - want).max():.1e}")
     '''),
-    colab('''
+    uses('''
     import socket
-    import sys
+
+    GPT2_FOLDER = None      # or a folder with GPT-2's config.json and model.safetensors
 
 
     def online(host="huggingface.co"):
@@ -669,18 +674,20 @@ CELLS = [
             return False
 
 
-    if "google.colab" in sys.modules and online():
+    folder = GPT2_FOLDER
+    if folder is None and online():
         from huggingface_hub import snapshot_download
 
         folder = snapshot_download("gpt2", allow_patterns=["config.json",
                                                            "model.safetensors"])
+    if folder is not None:
         gpt2_config, gpt2_params = load_gpt2(folder)
         prompt = np.array([enc.encode("The meaning of life is")])
         out = generate(gpt2_params, gpt2_config, prompt, 40, np.random.default_rng(0),
                        temperature=0.8, top_p=0.9)
         print(enc.decode(out[0].tolist()))
     else:
-        print("offline (or not in Colab): the published weights are skipped")
+        print("offline, and GPT2_FOLDER names no folder: the published weights are skipped")
     '''),
     md(r"""
     ## 2. Your GPT-2 learns Shakespeare
