@@ -694,8 +694,13 @@ CELLS = [
 
     The small preset (4 blocks, 4 heads, 128 wide, 64 bytes of context) from lib's seeded
     initial weights, trained by your `train` on the course's Shakespeare, a byte per token:
-    600 steps of 8 windows, a shorter run than chapter 5's 2,000 steps of 12, so that it
-    takes about two minutes on two CPU cores. The validation loss starts near
+    600 steps of 8 windows, a shorter run than chapter 5's 2,000 steps of 12. It is the
+    notebook's long cell, minutes rather than seconds: with the course's own solutions as the
+    pieces it took 29.6 minutes on two CPU cores that other work was sharing, and a learner's
+    own pieces took 11.3 minutes in a trial. lib's model is about three times faster, partly
+    because its attention keeps the weights for the backward pass, where 4.4's
+    `attention_backward` computes the forward again. The cell prints how long yours took.
+    The validation loss starts near
     $\ln 256 \approx 5.5$ nats per byte (a uniform guess over the bytes) and must end below
     2.3, which the cell asserts; the figure shows your losses.
     """),
