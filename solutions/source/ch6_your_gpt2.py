@@ -696,8 +696,9 @@ CELLS = [
     initial weights, trained by your `train` on the course's Shakespeare, a byte per token:
     600 steps of 8 windows, a shorter run than chapter 5's 2,000 steps of 12. It is the
     notebook's long cell, minutes rather than seconds: with the course's own solutions as the
-    pieces it took 29.6 minutes on two CPU cores that other work was sharing, and a learner's
-    own pieces took 11.3 minutes in a trial. lib's model is about three times faster, partly
+    pieces it takes about two minutes on two idle CPU cores (the test suite's run), and many
+    times that on cores that other work shares; a learner's own pieces took 11.3 minutes in a
+    trial. lib's model is about three times faster, partly
     because its attention keeps the weights for the backward pass, where 4.4's
     `attention_backward` computes the forward again. The cell prints how long yours took.
     The validation loss starts near
