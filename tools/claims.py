@@ -89,6 +89,7 @@ class Recorder:
     def at(self, index, source):
         self.cell = index
         self.cells[index] = cell_digest(source)
+        self.save()
 
     def compare(self, thunks, ops):
         """A comparison a < b <= c ..., every operand evaluated once and recorded."""
@@ -351,7 +352,8 @@ def summarise(seeds, notebooks):
             seconds={str(s): r["seconds"] for s, r in records.items()}, busy=[s for s, r in records.items() if r["busy"]],
             threads=sorted({str(r.get("threads", "default")) for r in records.values()}),
             errors={str(s): r["errors"] for s, r in records.items() if r["errors"]},
-            cells=sorted({d for r in records.values() for d in r["cells"].values()}))
+            cells=sorted(cell_digest("".join(c["source"])) for c in json.loads((ROOT / notebook).read_text())["cells"]
+                         if c["cell_type"] == "code"))
     return report
 
 
