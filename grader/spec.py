@@ -59,7 +59,10 @@ class Exercise:
     tests (each group runs in a sandbox of its own, loading the graded cells afresh).
     builds_on: {earlier exercise: (function names, ...)}: the pieces a capstone calls as
     `parts.name`, taken from the graded cells of the student's own notebooks of those
-    exercises, handed in with it (lib.handin.parts_from_sources builds `parts` in the sandbox)."""
+    exercises, handed in with it (lib.handin.parts_from_sources builds `parts` in the sandbox).
+    taught: blocked names whose source a chapter shows on purpose before the exercise (the
+    exercise has the student write it again): stubbed in the sandbox all the same, but not an
+    answer that the book's leak check looks for (tools/answer_leaks.py)."""
     notebook: str
     title: str
     functions: tuple[str, ...]
@@ -68,6 +71,7 @@ class Exercise:
     groups: dict = field(default_factory=lambda: {"main": 60.0})
     memory: dict = field(default_factory=dict)
     builds_on: dict = field(default_factory=dict)
+    taught: tuple[str, ...] = ()
 
 
 @dataclass

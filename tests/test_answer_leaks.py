@@ -66,3 +66,19 @@ def test_a_cells_traceback_is_read_or_left_out_on_request(leaks):
     assert "kv_cache" in leaks.code_text(page)
     shown = leaks.code_text(page, tracebacks=False)
     assert "kv_cache" not in shown and "model.forward(x)" in shown and "done" in shown
+
+
+def test_a_taught_name_is_stubbed_but_no_answer(leaks):
+    """Exercise 4.4 blocks lib's LayerNorm.forward while grading, but chapter 4 shows it on purpose
+    (`taught`): its lines are not among 4.4's answers, while the other blocked names' are."""
+    import dataclasses
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ch4_gpt_hidden", ROOT / "solutions" / "hidden_tests" / "ch4_gpt.py")
+    hidden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hidden)
+    exercise = hidden.EXERCISE
+    assert "lib.numpy_twin.model:LayerNorm.forward" in exercise.blocked and exercise.taught
+    forward = "rstd=1.0/np.sqrt((xc*xc).mean(axis=-1,keepdims=True)+self.eps)"
+    assert forward not in leaks.answer_statements(exercise)
+    assert forward in leaks.answer_statements(dataclasses.replace(exercise, taught=()))

@@ -132,7 +132,9 @@ def answer_statements(exercise) -> set[str]:
     on_page = "\n".join(normalise(line) for line in page.splitlines())    # docstrings included
     # a capstone blocks lib's pieces so that it runs on the student's own: those are the earlier
     # exercises' answers, checked on their pages; the capstone's own answer is its graded cells
-    lib_sources = [] if exercise.builds_on else blocked_sources(exercise.blocked)
+    # a name a chapter teaches openly (`taught`) is stubbed while grading but is no answer to find
+    lib_sources = [] if exercise.builds_on else blocked_sources(
+        [name for name in exercise.blocked if name not in exercise.taught])
     wanted = statements(answer).union(*map(statements, lib_sources)) - shared_statements(lib_sources)
     return {s for s in wanted if s not in on_page}
 
