@@ -4,6 +4,7 @@ seeds (tools/claims.py), and its report (claims/report.json), which must be curr
 import ast
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def test_a_bad_course_seed_is_named_in_one_line(text, monkeypatch):
     with pytest.raises(ValueError, match=re.escape(repr(text))):
         lib.cached.course_seed()
     done = subprocess.run([sys.executable, "-m", "lib.cached"], capture_output=True, text=True, cwd=ROOT,
-                          env={**__import__("os").environ, "GPT2_COURSE_SEED": text})
+                          env={**os.environ, "GPT2_COURSE_SEED": text})
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [f"python -m lib.cached: GPT2_COURSE_SEED must be a whole "
                                                 f"number >= 0, got {text!r}"]
