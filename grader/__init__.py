@@ -18,7 +18,7 @@ One run grades one student's submission: the notebooks given.
    cells of the student's notebooks of the exercises it builds on, from the same submission:
    they run in the sandbox too and give the capstone its `parts`; without them it is
    "missing-pieces" (0).
-3. The hidden tests for <name> (`solutions/hidden_tests/<name>.py`, see grader/spec.py) give the
+3. The hidden tests for <name> (`solutions/<name>/hidden_tests.py`, see grader/spec.py) give the
    calls to make and their inputs, written into a fresh folder as JSON.
 4. `grader/runner.py` runs the cells and the calls inside bubblewrap (grader/sandbox.py), as an
    unprivileged user: no network, no repository, no solutions, no hidden tests, a copy of lib

@@ -28,7 +28,7 @@ def check_sandbox_options(parser, args):
     """Refuse, through the parser, what add_sandbox_options' values cannot be."""
     if not args.tests.is_dir():
         parser.error(f"hidden tests folder {args.tests} does not exist (they ship with the instructors' "
-                     f"copy, in solutions/hidden_tests)")
+                     f"copy: solutions/<exercise>/hidden_tests.py)")
     if args.timeout is not None and args.timeout <= 0:
         parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
     if args.memory_mb < 256:

@@ -21,17 +21,17 @@ from .runner import encode
 from .sandbox import SandboxLate, SandboxUnavailable
 from .spec import Config, Exercise, Model, Rng, Test, Verdict
 
-DEFAULT_TESTS = ROOT / "solutions" / "hidden_tests"
+DEFAULT_TESTS = ROOT / "solutions"     # a folder per exercise, each holding its hidden_tests.py
 MAX_PIECES_BYTES = 4 << 20      # the graded code of all a capstone's pieces together, UTF-8 (solutions: ~30 kB)
 CONVENTIONS = Path(__file__).with_name("conventions.py")     # the drivers, copied beside the runner
 
 
 # ---- hidden tests ---------------------------------------------------------------------------------
 def load_hidden_tests(tests_dir: Path) -> dict:
-    """{exercise name: module} for every module in tests_dir that defines EXERCISE."""
+    """{exercise name: module} for every tests_dir/<folder>/hidden_tests.py that defines EXERCISE."""
     modules = {}
-    for path in sorted(Path(tests_dir).glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"hidden_tests_{path.stem}", path)
+    for path in sorted(Path(tests_dir).glob("*/hidden_tests.py")):
+        spec = importlib.util.spec_from_file_location(f"hidden_tests_{path.parent.name}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         exercise = getattr(module, "EXERCISE", None)

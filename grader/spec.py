@@ -1,6 +1,6 @@
 """The vocabulary of hidden tests: what an exercise is, what one test asks, and how answers are compared.
 
-A hidden test module (in `solutions/hidden_tests/`, never shipped to students) defines
+A hidden test module (`solutions/<exercise>/hidden_tests.py`, never shipped to students) defines
 
     EXERCISE = Exercise(notebook="ch4_gelu", title=..., functions=(...), blocked=(...))
     def tests() -> list[Test]: ...

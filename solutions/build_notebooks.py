@@ -2,7 +2,7 @@
 
     python solutions/build_notebooks.py            # writes exercises/*.ipynb and solutions/*.ipynb
 
-The sources are solutions/source/chK_name.py (K: the chapter it follows); the file's name is the
+The sources are solutions/chK_name/source.py (K: the chapter it follows); the folder's name is the
 exercise's one name (its notebooks', its graded cells' tag, its hidden tests'). Each defines
 CELLS, a list built with the helpers below:
 - md(text), code(src): the same in both notebooks;
@@ -12,7 +12,7 @@ CELLS, a list built with the helpers below:
   `raises-exception`, since the stubs raise NotImplementedError there (nbval then accepts the
   error; the book does not execute the exercise pages); in the solution it must run cleanly.
 - check(src): a visible check, a `uses` cell that tests one thing; tests/test_visible_checks.py
-  runs the wrong answers of fixtures/wrong.py through them (each check must catch one of them,
+  runs the exercise's wrong answers (its fixtures.py) through them (each check must catch one of them,
   each of them must be caught);
 - collapsed(src): code the book shows collapsed, closed until clicked (tagged `hide-cell`): lib's
   version of an answer, after the checks. Its last statement (the one that shows lib's code) runs
@@ -139,8 +139,13 @@ def notebook(cells, exercise, solution):
     return nb
 
 
+def sources() -> dict:
+    """{exercise name: path of its source.py}, one per exercise folder of solutions/."""
+    return {path.parent.name: path for path in sorted(HERE.glob("*/source.py"))}
+
+
 def load_source(path):
-    spec = importlib.util.spec_from_file_location(f"exercise_source_{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(f"exercise_source_{path.parent.name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -149,11 +154,11 @@ def load_source(path):
 
 def main():
     sys.path.insert(0, str(HERE))
-    for path in sorted((HERE / "source").glob("ch[0-9]*_*.py")):
+    for name, path in sources().items():
         source = load_source(path)
         for folder, solution in (("exercises", False), ("solutions", True)):
-            out = ROOT / folder / f"{path.stem}.ipynb"
-            nb = notebook(source.CELLS, path.stem, solution)
+            out = ROOT / folder / f"{name}.ipynb"
+            nb = notebook(source.CELLS, name, solution)
             nbformat.validate(nb)
             text = nbformat.writes(nb) + "\n"
             if not out.exists() or out.read_text() != text:

@@ -74,7 +74,7 @@ def test_a_taught_name_is_stubbed_but_no_answer(leaks):
     import dataclasses
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("ch4_gpt_hidden", ROOT / "solutions" / "hidden_tests" / "ch4_gpt.py")
+    spec = importlib.util.spec_from_file_location("ch4_gpt_hidden", ROOT / "solutions" / "ch4_gpt" / "hidden_tests.py")
     hidden = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hidden)
     exercise = hidden.EXERCISE

@@ -1,7 +1,7 @@
 """The capstone's checks of the student's earlier pieces name the broken piece with its
 exercise ("2.1's embed_backward"), for every piece the capstone uses.
 
-Each wrong answer of solutions/fixtures/wrong.py for an exercise the capstone builds on is put
+Each wrong answer (solutions/fixtures.py) of an exercise the capstone builds on is put
 into `parts` in place of that exercise's solution; the capstone's cells before its graded cell
 then run as the notebook runs them. The first check that fails must name an exercise's number
 and one of the pieces the capstone takes from it, and that exercise must be the broken one. Every
@@ -22,31 +22,30 @@ sys.path.insert(0, str(ROOT / "solutions"))
 import build_notebooks  # noqa: E402
 
 from lib.handin import parts_from_sources  # noqa: E402
-from test_visible_checks import wrong  # noqa: E402  (solutions/fixtures/wrong.py)
+from grader import DEFAULT_TESTS, load_hidden_tests  # noqa: E402
+from grader.notebooks import book_number  # noqa: E402
+from test_visible_checks import fixtures  # noqa: E402  (solutions/fixtures.py)
 
-NUMBERS = {"ch2_embeddings": "2.1", "ch3_attention": "3.1", "ch4_gelu": "4.1",
-           "ch4_backward": "4.3", "ch4_gpt": "4.4", "ch5_optimizer": "5.1",
-           "ch5_training_loop": "5.3", "ch6_kv_cache": "6.1", "ch6_top_k_top_p": "6.2"}
-
-
-SOURCE = ROOT / "solutions" / "source"
+CAPSTONE = "ch6_your_gpt2"
+BUILDS_ON = sorted(load_hidden_tests(DEFAULT_TESTS)[CAPSTONE].EXERCISE.builds_on)
+SOURCES = build_notebooks.sources()
 
 
 def _graded(name):
-    cells = build_notebooks.load_source(SOURCE / f"{name}.py").CELLS
+    cells = build_notebooks.load_source(SOURCES[name]).CELLS
     return "\n".join(c.solution for c in cells if c.kind == "graded")
 
 
 @pytest.fixture(scope="module")
 def capstone():
     """(the cells before the graded cell, PIECES, the solutions' graded sources)."""
-    cells = build_notebooks.load_source(SOURCE / "ch6_your_gpt2.py").CELLS
+    cells = build_notebooks.load_source(SOURCES[CAPSTONE]).CELLS
     before = cells[:min(i for i, c in enumerate(cells) if c.kind == "graded")]
     namespace = {"__name__": "__main__"}
     pieces_cell = next(c for c in before if "PIECES = {" in c.solution)
     exec(pieces_cell.solution, namespace)
     pieces = namespace["PIECES"]
-    assert set(pieces) == set(NUMBERS)
+    assert sorted(pieces) == BUILDS_ON
     return before, pieces, {name: _graded(name) for name in pieces}
 
 
@@ -72,13 +71,13 @@ def test_the_solutions_pieces_pass(capstone):
     assert _first_failure(capstone, capstone[2]) is None
 
 
-@pytest.mark.parametrize("exercise", sorted(NUMBERS))
+@pytest.mark.parametrize("exercise", BUILDS_ON)
 def test_a_broken_piece_is_named_with_its_exercise(capstone, exercise):
     _, pieces, solutions = capstone
-    named = [f"{NUMBERS[exercise]}'s {function}" for function in pieces[exercise]]
+    named = [f"{book_number(exercise)}'s {function}" for function in pieces[exercise]]
     caught, unnamed = [], []
-    for w in (w for w in wrong.WRONG if w.exercise == exercise):
-        broken = dict(solutions, **{exercise: wrong.apply(solutions[exercise], w)})
+    for w in (w for w in fixtures.WRONG if w.exercise == exercise):
+        broken = dict(solutions, **{exercise: fixtures.apply(solutions[exercise], w)})
         message = _first_failure(capstone, broken)
         if message is None:
             continue                                     # a mistake the pieces' checks miss

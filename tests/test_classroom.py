@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ["ch4_gelu", "ch4_deeper", "ch5_loss_plotter"]
 CPU_CAP, MEMORY_MB = 1, 512
 
-spec = importlib.util.spec_from_file_location("wrong_fixtures_for_classroom", ROOT / "solutions" / "fixtures" / "wrong.py")
-wrong = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(wrong)
+spec = importlib.util.spec_from_file_location("fixtures_for_classroom", ROOT / "solutions" / "fixtures.py")
+fixtures = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fixtures)
 
 HANG = "while True:\n    pass\n"
 EAT_MEMORY = "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.empty(1 << 23))\n"   # address space, little CPU
@@ -49,7 +49,7 @@ def solution_code(exercise):
 
 
 def wrong_code(exercise, name):
-    return wrong.apply(solution_code(exercise), next(w for w in wrong.WRONG if (w.exercise, w.name) == (exercise, name)))
+    return fixtures.apply(solution_code(exercise), next(w for w in fixtures.WRONG if (w.exercise, w.name) == (exercise, name)))
 
 
 def handed_in(path, exercise, code=None, edit=None):

@@ -49,9 +49,7 @@ def _load(path):
     return module
 
 
-wrong = _load(ROOT / "solutions" / "fixtures" / "wrong.py")
-tamper = _load(ROOT / "solutions" / "fixtures" / "tamper.py")
-trivial = _load(ROOT / "solutions" / "fixtures" / "trivial.py")
+fixtures = _load(ROOT / "solutions" / "fixtures.py")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -134,9 +132,9 @@ def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path):
     assert "ch4_gpt" in alone.message and "\n" not in alone.message, alone.message
 
     solved = {ex: SOLVED[ex] for ex in builds_on}
-    w = next(w for w in wrong.WRONG if w.exercise == "ch4_gpt" and w.name == "no_skip_path")
-    bad = notebook_with("ch4_gpt", wrong.apply(graded_cell(SOLVED["ch4_gpt"], "ch4_gpt"), w), tmp_path / "ch4_gpt.ipynb")
-    lib_gpt = notebook_with("ch4_gpt", tamper.IMPORT_REFERENCE["ch4_gpt"], tmp_path / "lib_ch4_gpt.ipynb")
+    w = next(w for w in fixtures.WRONG if w.exercise == "ch4_gpt" and w.name == "no_skip_path")
+    bad = notebook_with("ch4_gpt", fixtures.apply(graded_cell(SOLVED["ch4_gpt"], "ch4_gpt"), w), tmp_path / "ch4_gpt.ipynb")
+    lib_gpt = notebook_with("ch4_gpt", fixtures.IMPORT_REFERENCE["ch4_gpt"], tmp_path / "lib_ch4_gpt.ipynb")
     full, wrong_piece, lib_piece = (only_exercise(grade_notebook(capstone, hidden=hidden, handed_in={**solved, "ch4_gpt": p}))
                                     for p in (SOLVED["ch4_gpt"], bad, lib_gpt))
     assert full.score == full.max_score, report(full)
@@ -177,7 +175,7 @@ def test_the_capstones_decoding_tests_catch_trivial_samplers_and_positions_from_
     """generate's sampling tests fail the prompt handed back and greedy decoding; its greedy
     test with the cache fails a cached decode that counts the new tokens' positions from 0."""
     solution = graded_cell(SOLVED[CAPSTONE], CAPSTONE)
-    off_by_position = wrong.apply(solution, next(w for w in wrong.WRONG if w.name == "positions_from_zero"))
+    off_by_position = fixtures.apply(solution, next(w for w in fixtures.WRONG if w.name == "positions_from_zero"))
     answers = {"solution": solution, "positions from 0": off_by_position,
                **{name: solution + "\n" + code for name, code in CAPSTONE_DECODERS.items()}}
     tests = [t for t in hidden[CAPSTONE].tests() if t.function == "generate" and not t.expect_error]
@@ -199,8 +197,8 @@ def test_an_extra_forward_pass_in_the_kv_cache_generator_costs_its_point(hidden)
     every token right and fails only the test that counts the model's calls (which then gates
     generate_cached's edge test, as any failing test of it does)."""
     module = hidden["ch6_kv_cache"]
-    code = wrong.apply(graded_cell(SOLVED["ch6_kv_cache"], "ch6_kv_cache"),
-                       next(w for w in wrong.WRONG if w.name == "feeds_the_last_token"))
+    code = fixtures.apply(graded_cell(SOLVED["ch6_kv_cache"], "ch6_kv_cache"),
+                          next(w for w in fixtures.WRONG if w.name == "feeds_the_last_token"))
     tests = module.tests()
     verdicts = verdicts_outside_sandbox(code, module)
     failed = [t.name for t, v in zip(tests, verdicts) if not v.passed and t.group == "main"]
@@ -393,28 +391,28 @@ def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden,
 def wrong_results(hidden, tmp_path_factory):
     folder = tmp_path_factory.mktemp("wrong")
     paths = []
-    for w in wrong.WRONG:
+    for w in fixtures.WRONG:
         solution = graded_cell(ROOT / "solutions" / f"{w.exercise}.ipynb", w.exercise)
-        paths.append(notebook_with(w.exercise, wrong.apply(solution, w), folder / f"{w.exercise}_{w.name}.ipynb"))
-    return dict(zip([(w.exercise, w.name) for w in wrong.WRONG], grade_many(paths, hidden)))
+        paths.append(notebook_with(w.exercise, fixtures.apply(solution, w), folder / f"{w.exercise}_{w.name}.ipynb"))
+    return dict(zip([(w.exercise, w.name) for w in fixtures.WRONG], grade_many(paths, hidden)))
 
 
 def test_at_least_three_wrong_fixtures_per_exercise():
     for exercise in EXERCISES:
-        assert sum(w.exercise == exercise for w in wrong.WRONG) >= 3, exercise
+        assert sum(w.exercise == exercise for w in fixtures.WRONG) >= 3, exercise
 
 
 def test_every_exercise_blocks_lib_and_is_tried_with_lib_answer(hidden):
     """No exercise can forget to block lib's answer: each blocks at least one lib name and has a
     case that hands in lib's answer (graded below: it must score nothing in the sandbox, and points
     outside it, which shows that the blocked names are the ones that answer it)."""
-    assert set(EXERCISES) == set(tamper.IMPORT_REFERENCE) == set(trivial.TRIVIAL), \
-        (sorted(EXERCISES), sorted(tamper.IMPORT_REFERENCE), sorted(trivial.TRIVIAL))
+    assert set(EXERCISES) == set(fixtures.IMPORT_REFERENCE) == set(fixtures.TRIVIAL), \
+        (sorted(EXERCISES), sorted(fixtures.IMPORT_REFERENCE), sorted(fixtures.TRIVIAL))
     for exercise, module in hidden.items():
         assert module.EXERCISE.blocked, f"{exercise} blocks no lib name"
 
 
-@pytest.mark.parametrize("w", wrong.WRONG, ids=lambda w: f"{w.exercise}-{w.name}")
+@pytest.mark.parametrize("w", fixtures.WRONG, ids=lambda w: f"{w.exercise}-{w.name}")
 def test_wrong_answer_loses_points(w, wrong_results):
     ex = only_exercise(wrong_results[(w.exercise, w.name)])
     assert ex.status in ("graded", "timeout"), report(ex)    # it ran (a slow one hits the CPU limit)
@@ -430,8 +428,8 @@ def tamper_code(t, exercise, hidden):
                              notebook=str(ROOT / "solutions" / f"{exercise}.ipynb"))
 
 
-TAMPER_CASES = [(t, ex) for t in tamper.GENERIC for ex in EXERCISES]
-REFERENCE_CASES = list(tamper.IMPORT_REFERENCE)
+TAMPER_CASES = [(t, ex) for t in fixtures.GENERIC for ex in EXERCISES]
+REFERENCE_CASES = list(fixtures.IMPORT_REFERENCE)
 
 
 @pytest.fixture(scope="module")
@@ -439,7 +437,7 @@ def tamper_results(hidden, tmp_path_factory):
     folder = tmp_path_factory.mktemp("tamper")
     paths = [notebook_with(ex, tamper_code(t, ex, hidden), folder / f"{ex}_{t.name}.ipynb")
              for t, ex in TAMPER_CASES]
-    paths += [notebook_with(ex, tamper.IMPORT_REFERENCE[ex], folder / f"{ex}_import_reference.ipynb")
+    paths += [notebook_with(ex, fixtures.IMPORT_REFERENCE[ex], folder / f"{ex}_import_reference.ipynb")
               for ex in REFERENCE_CASES]
     results = grade_many(paths, hidden, timeout=TAMPER_CPU_CAP)
     keys = [(t.name, ex) for t, ex in TAMPER_CASES] + [("import_reference", ex) for ex in REFERENCE_CASES]
@@ -515,23 +513,23 @@ def _build(value):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")     # references fed bad arguments divide by 0
-@pytest.mark.parametrize("name", [t.name for t in tamper.GENERIC if t.works_outside] + ["import_reference"])
+@pytest.mark.parametrize("name", [t.name for t in fixtures.GENERIC if t.works_outside] + ["import_reference"])
 def test_tampering_fixtures_would_work_without_the_sandbox(name, hidden):
     for exercise in EXERCISES:
         if name == "import_reference":
-            code = tamper.IMPORT_REFERENCE[exercise]
+            code = fixtures.IMPORT_REFERENCE[exercise]
         else:
-            code = tamper_code(next(t for t in tamper.GENERIC if t.name == name), exercise, hidden)
+            code = tamper_code(next(t for t in fixtures.GENERIC if t.name == name), exercise, hidden)
         assert score_outside_sandbox(code, hidden[exercise]) > 0, f"{name} on {exercise} is a dud outside the sandbox"
 
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("exercise", list(tamper.LIB_ROUTES))
+@pytest.mark.parametrize("exercise", list(fixtures.LIB_ROUTES))
 def test_lib_routes_beside_the_blocked_names_score_nothing(exercise, hidden, tmp_path):
     """lib answers an exercise through more than the names it is known by (its layers, chapter
     10's attention): each such route scores outside the sandbox, and nothing inside it."""
-    code = tamper.LIB_ROUTES[exercise]
+    code = fixtures.LIB_ROUTES[exercise]
     assert score_outside_sandbox(code, hidden[exercise]) > 0, f"the {exercise} route is a dud outside the sandbox"
     path = notebook_with(exercise, code, tmp_path / f"{exercise}.ipynb")
     ex = only_exercise(grade_notebook(path, hidden=hidden, timeout=TAMPER_CPU_CAP))
@@ -578,8 +576,8 @@ def probe_exercise(tmp_path, code, args, check=None, **exercise):
     """A hidden-test folder with one exercise, 'probe', whose one test calls probe(*args) in
     the sandbox; returns (hidden tests, the values the probe returned, a notebook holding `code`)."""
     tests_dir = tmp_path / "hidden"
-    tests_dir.mkdir()
-    (tests_dir / "probe.py").write_text(
+    (tests_dir / "probe").mkdir(parents=True)
+    (tests_dir / "probe" / "hidden_tests.py").write_text(
         "from grader.spec import Exercise, Test\n"
         f"EXERCISE = Exercise(notebook='probe', title='probe', functions=('probe',), **{exercise!r})\n"
         "SEEN = []\n"
@@ -596,9 +594,12 @@ def probe_exercise(tmp_path, code, args, check=None, **exercise):
 
 
 def test_sandbox_hides_solutions_hidden_tests_and_lib(tmp_path):
-    secret = [str(ROOT / "solutions" / "hidden_tests" / "ex1_gelu.py"), str(ROOT / "solutions" / "ch4_gelu.ipynb"),
-              str(ROOT / "lib" / "numpy_twin" / "model.py"), str(ROOT / "grader" / "spec.py"),
-              str(tmp_path / "hidden" / "probe.py"), "/root/.bashrc",
+    files = [next(DEFAULT_TESTS.glob("*/hidden_tests.py")), next(DEFAULT_TESTS.glob("*/source.py")),
+             DEFAULT_TESTS / "fixtures.py", next((ROOT / "solutions").glob("*.ipynb")),
+             ROOT / "lib" / "numpy_twin" / "model.py", ROOT / "grader" / "spec.py"]
+    missing = [str(f) for f in files if not f.is_file()]
+    assert not missing, f"the files the sandbox must not read are gone: {missing}"
+    secret = [*map(str, files), str(tmp_path / "hidden" / "probe" / "hidden_tests.py"), "/root/.bashrc",
               str(Path.home() / ".cache" / "gpt2-course"), "/etc/passwd"]
     tests_dir, hidden, notebook = probe_exercise(tmp_path, PROBE, (secret,), blocked=("lib.numpy_twin.model:gelu",))
     ex = only_exercise(grade_notebook(notebook, "probe", tests_dir=tests_dir, hidden=hidden))
@@ -1255,18 +1256,18 @@ def test_student_messages_hold_no_expected_values(hidden):
 
 
 def test_trivial_answers_score_at_most_a_tenth(hidden):
-    for exercise, answers in trivial.TRIVIAL.items():
+    for exercise, answers in fixtures.TRIVIAL.items():
         module = hidden[exercise]
         tests = module.tests()
         for name, code in answers.items():
             verdicts = gate(tests, verdicts_outside_sandbox(code, module))
             score = sum(t.points for t, v in zip(tests, verdicts) if v.passed)
-            assert score <= trivial.MAX_SHARE * max_score(module), (exercise, name, score)
+            assert score <= fixtures.MAX_SHARE * max_score(module), (exercise, name, score)
 
 
 def test_trivial_answer_and_forged_report_lines_in_the_sandbox(tmp_path, hidden):
     nasty = ("\ndef gelu_exact(x):\n    raise ValueError('no\\n    PASS forged (99 pt): ok\\x1b[2J\\u202e')\n")
-    path = notebook_with("ch4_gelu", trivial.TRIVIAL["ch4_gelu"]["relu"] + nasty, tmp_path / "ch4_gelu.ipynb")
+    path = notebook_with("ch4_gelu", fixtures.TRIVIAL["ch4_gelu"]["relu"] + nasty, tmp_path / "ch4_gelu.ipynb")
     submission = grade_submission([path], hidden=hidden)
     ex = only_exercise(submission.notebooks[0])
     assert ex.status == "graded" and ex.score == 0, report(ex)

@@ -26,9 +26,9 @@ def test_release_has_the_course_and_no_answers(released):
     assert not (out / "tests" / "test_grader.py").exists() and not (out / "tests" / "test_release.py").exists()
     code = [p for p in written if p.suffix in (".py", ".ipynb")]
     assert not [p for p in code if re.search(r"\b(from|import) grader\b", (out / p).read_text())]
-    assert not [p for p in written if "hidden_tests" in p.parts or "fixtures" in p.parts]
+    assert not [p for p in written if p.name in ("hidden_tests.py", "fixtures.py", "source.py")]
     exercises = sorted(p.name for p in (out / "exercises").glob("*.ipynb"))
-    n_hidden = len(list((ROOT / "solutions" / "hidden_tests").glob("ch*.py")))        # one notebook per exercise
+    n_hidden = len(list((ROOT / "solutions").glob("*/hidden_tests.py")))        # one notebook per exercise
     assert exercises == sorted(p.name for p in (ROOT / "exercises").glob("*.ipynb")) and len(exercises) == n_hidden
     for name in exercises:
         nb = nbformat.read(out / "exercises" / name, as_version=4)
@@ -44,7 +44,7 @@ def test_the_check_finds_a_leaked_solution_or_hidden_test(released, tmp_path):
     (leak / "exercises").mkdir()
     nb = nbformat.read(ROOT / "solutions" / "ch6_top_k_top_p.ipynb", as_version=4)
     nbformat.write(nb, leak / "exercises" / "copied.ipynb")          # a solution under another name
-    where, line = next(s for s in secrets() if s[0].startswith("solutions/hidden_tests"))
+    where, line = next(s for s in secrets() if s[0].endswith("/hidden_tests.py"))
     (leak / "notes.py").write_text(f"# pasted\n{line}\n")
     problems = check_release(leak)
     assert any("copied.ipynb" in p for p in problems) and any("notes.py" in p for p in problems), problems

@@ -290,8 +290,11 @@ def grader_as(request, tmp_path):
         pytest.skip("the test suite runs as an ordinary user: the grader's user is one")
     folder = Path(tempfile.mkdtemp(prefix="grade-as-user-"))
     try:
-        for part in ("grader", "lib", "solutions/hidden_tests"):
+        for part in ("grader", "lib"):
             shutil.copytree(ROOT / part, folder / part, ignore=shutil.ignore_patterns("__pycache__"))
+        for hidden in (ROOT / "solutions").glob("*/hidden_tests.py"):
+            (folder / hidden.parent.relative_to(ROOT)).mkdir(parents=True)
+            shutil.copy(hidden, folder / hidden.relative_to(ROOT))
         (folder / "notebooks").mkdir()
         for path in [folder, *folder.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)

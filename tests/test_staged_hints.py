@@ -2,7 +2,7 @@
 open before its graded cell, nor in the first hint a student opens.
 
 Each exercise source that hands over formulas in its hints lists them beside the exercise, as
-`FINAL_FORMULAS` in solutions/source/chK_name.py: the text of each, as the hint writes it. In the
+`FINAL_FORMULAS` in solutions/chK_name/source.py: the text of each, as the hint writes it. In the
 student's notebook, in the markdown before the graded cell, every formula must stand only in a
 collapsed block (a dropdown admonition) that directly follows another collapsed block: the hints
 come in stages (the idea, then the intermediate step, the formula last), and the stages before
@@ -19,14 +19,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "solutions"))
-from build_notebooks import load_source  # noqa: E402
+from build_notebooks import load_source, sources  # noqa: E402
 
 # The exercises whose hints gave the final formulas in one open-at-once dropdown, and 9.2, whose
 # gradient and stability trick chapter 9 used to state.
 STAGED = ("ch2_embeddings", "ch4_backward", "ch4_gpt", "ch5_optimizer", "ch5_training_loop",
           "ch6b_scoring", "ch9_dpo")
-LISTED = sorted(p.stem for p in (ROOT / "solutions" / "source").glob("ch[0-9]*_*.py")
-                if "\nFINAL_FORMULAS = " in p.read_text())
+LISTED = sorted(name for name, path in sources().items() if "\nFINAL_FORMULAS = " in path.read_text())
 
 # a MyST dropdown: ":::{admonition} title", ":class: dropdown", body, ":::"
 BLOCK = re.compile(r"^:::\{admonition\}([^\n]*)\n:class: dropdown\n(.*?)^:::$", re.S | re.M)
@@ -87,7 +86,7 @@ def formula_problems(markdown, formulas):
 
 
 def final_formulas(name):
-    return load_source(ROOT / "solutions" / "source" / f"{name}.py").FINAL_FORMULAS
+    return load_source(sources()[name]).FINAL_FORMULAS
 
 
 def test_the_rule_catches_a_formula_shown_open_or_in_an_early_stage():

@@ -1,6 +1,6 @@
 """Every exercise's wrong answers run through that exercise's visible checks (its notebook's
 `check` cells, which a student runs): each check catches at least one wrong answer of
-solutions/fixtures/wrong.py, each wrong answer is caught by some check (not only by the hidden
+solutions/fixtures.py, each wrong answer is caught by some check (not only by the hidden
 tests), and the solution passes every check. A wrong answer with a `names` text must meet it in
 the message of the first check it fails, the one a student reads: the mistake named, not only
 "N values differ".
@@ -45,9 +45,9 @@ def _load(path):
     return module
 
 
-wrong = _load(ROOT / "solutions" / "fixtures" / "wrong.py")
+fixtures = _load(ROOT / "solutions" / "fixtures.py")
 
-SOURCES = {p.stem: p for p in sorted((ROOT / "solutions" / "source").glob("ch[0-9]*_*.py"))}
+SOURCES = build_notebooks.sources()
 
 
 def _first_line(exc) -> str:
@@ -140,16 +140,16 @@ def test_each_visible_check_catches_a_wrong_answer_and_each_wrong_answer_is_caug
     solution = run_checks(answer)
     assert all(v is None for v in solution.values()), \
         "the solution fails: " + "; ".join(f"{_label(cells, i)}: {v}" for i, v in solution.items() if v)
-    fixtures = [w for w in wrong.WRONG if w.exercise == name]
-    assert fixtures, f"{name} has no wrong answers"
-    caught = {w.name: run_checks(wrong.apply(answer, w)) for w in fixtures}
-    for w in fixtures:
+    wrongs = [w for w in fixtures.WRONG if w.exercise == name]
+    assert wrongs, f"{name} has no wrong answers"
+    caught = {w.name: run_checks(fixtures.apply(answer, w)) for w in wrongs}
+    for w in wrongs:
         print(f"{w.name}: " + "; ".join(f"cell {i}: {v}" for i, v in caught[w.name].items() if v))
-    missed = [f"{w.name} ({w.mistake})" for w in fixtures if not any(caught[w.name].values())]
+    missed = [f"{w.name} ({w.mistake})" for w in wrongs if not any(caught[w.name].values())]
     assert not missed, "wrong answers no visible check catches: " + ", ".join(missed)
-    first = {w.name: next(v for v in caught[w.name].values() if v) for w in fixtures}
+    first = {w.name: next(v for v in caught[w.name].values() if v) for w in wrongs}
     unnamed = [f"{w.name}: {first[w.name][:160]!r} does not say {w.names!r}"
-               for w in fixtures if w.names and w.names not in first[w.name]]
+               for w in wrongs if w.names and w.names not in first[w.name]]
     assert not unnamed, "wrong answers whose first failing check does not name the mistake: " + "; ".join(unnamed)
     idle = [_label(cells, i) for i in solution if not any(caught[w][i] for w in caught)]
     assert not idle, "visible checks that catch no wrong answer: " + ", ".join(idle)
@@ -163,7 +163,7 @@ def test_the_capstones_greedy_check_catches_positions_counted_from_zero():
     answer = "\n".join(c.solution for c in cells if c.kind == "graded")
     run_checks = checker(cells)
     assert run_checks(answer)[greedy] is None
-    off = run_checks(wrong.apply(answer, next(w for w in wrong.WRONG if w.name == "positions_from_zero")))
+    off = run_checks(fixtures.apply(answer, next(w for w in fixtures.WRONG if w.name == "positions_from_zero")))
     assert off[greedy] and "greedy, with the cache" in off[greedy], off
 
 
@@ -182,5 +182,5 @@ def test_every_code_line_an_exercise_page_shows_fits_the_page(notebook):
     long = [f"cell {i}, {len(line)} characters: {line.strip()[:60]}"
             for i, line in _shown_code(ROOT / notebook) if len(line) > LINE_LIMIT]
     assert not long, (f"{notebook}: {len(long)} code lines over {LINE_LIMIT} characters (rewrap "
-                      "them in solutions/source/, then run solutions/build_notebooks.py): "
+                      "them in solutions/<exercise>/source.py, then run solutions/build_notebooks.py): "
                       + "; ".join(long[:5]))

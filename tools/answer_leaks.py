@@ -140,7 +140,7 @@ def answer_statements(exercise) -> set[str]:
 
 
 def exercises() -> list:
-    """Every exercise of solutions/hidden_tests whose solution notebook exists."""
+    """Every exercise with hidden tests whose solution notebook exists."""
     sys.path.insert(0, str(ROOT))
     from grader import DEFAULT_TESTS, load_hidden_tests
     found = [m.EXERCISE for m in load_hidden_tests(DEFAULT_TESTS).values()]
