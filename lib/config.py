@@ -15,10 +15,15 @@ import numpy as np
 
 from .dropout import check_dropout
 
-ACTIVATIONS = ("gelu", "gelu_exact", "relu")
-NORMS = ("layernorm", "rmsnorm")
-POSITIONS = ("learned", "rope")
-MLPS = ("mlp", "swiglu")
+# The layers a GPTConfig chooses among: field -> the names it accepts. Each twin maps every name to
+# its layer once, in the table its model.py's `LAYERS` gives for the field (chapter 8's layers are
+# added by its modern.py); tests/test_model.py checks that both twins cover every name here.
+CHOICES = {
+    "activation": ("gelu", "gelu_exact", "relu"),
+    "norm": ("layernorm", "rmsnorm"),
+    "position": ("learned", "rope"),
+    "mlp": ("mlp", "swiglu"),
+}
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ class GPTConfig:
                 raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
         if self.n_embd % self.n_head:
             raise ValueError(f"GPTConfig.n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
-        for name, allowed in (("activation", ACTIVATIONS), ("norm", NORMS), ("position", POSITIONS), ("mlp", MLPS)):
+        for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"GPTConfig.{name}={getattr(self, name)!r}; expected one of {allowed}")
         check_dropout(self.dropout, "GPTConfig.dropout")

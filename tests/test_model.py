@@ -20,7 +20,7 @@ import torch
 import lib
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
-from lib.config import GPTConfig, param_counts, param_shapes
+from lib.config import CHOICES, GPTConfig, param_counts, param_shapes
 from lib.numpy_twin.model import gelu_backward, relu_backward
 
 LOGIT_ATOL = 1e-4
@@ -476,6 +476,31 @@ def test_bad_token_ids_and_lengths(twin):
         run([1, 2, 3])
     with pytest.raises(ValueError, match=r"\(B, T\)"):
         run(np.ones((1, 3), np.float32))
+
+
+# ---- the layer choices: named once (lib.config.CHOICES), a layer for each name in each twin --------------
+@pytest.mark.parametrize("field", sorted(CHOICES))
+def test_every_layer_choice_has_its_layer_in_both_twins_and_they_agree(field):
+    """Each twin's table for the field (its model.py's LAYERS) maps exactly the names CHOICES allows,
+    and a config choosing any of them builds in both twins, which give the same logits."""
+    for twin in (nt, tt):
+        assert sorted(importlib.import_module(f"{twin.__name__}.model").LAYERS[field]) == sorted(CHOICES[field])
+    for name in CHOICES[field]:
+        cfg = tiny(**{field: name})
+        idx = np.random.default_rng(2).integers(0, cfg.vocab_size, (2, cfg.n_ctx))
+        assert np.abs(nt.GPT(cfg).forward(idx) - logits_torch(tt.GPT(cfg), idx)).max() <= LOGIT_ATOL, name
+
+
+def test_every_config_field_with_choices_has_a_table_in_both_twins():
+    for twin in (nt, tt):
+        assert set(importlib.import_module(f"{twin.__name__}.model").LAYERS) == set(CHOICES)
+
+
+@pytest.mark.parametrize("field", sorted(CHOICES))
+def test_an_unknown_layer_choice_is_refused_in_one_line_naming_the_allowed_ones(field):
+    with pytest.raises(ValueError) as error:
+        tiny(**{field: "nonesuch"})
+    assert str(error.value) == f"GPTConfig.{field}='nonesuch'; expected one of {CHOICES[field]}"
 
 
 def test_bad_configs():

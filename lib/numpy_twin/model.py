@@ -8,9 +8,10 @@ Read it beside `lib/torch_twin/model.py`: same classes, same names, same order.
 Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
 G = key/value heads (H in GPT-2), F = hidden_dim (feed-forward width).
 
-Chapter 8's pieces (RMSNorm, SwiGLU, RoPE, shared key/value heads) live in
-`lib/numpy_twin/modern.py`, which registers them in the tables below (`NORMS`, `MLPS`,
-`ATTENTIONS`); this module never imports it.
+The config chooses each block's layers by name (lib.config.CHOICES); `LAYERS` gives, for each
+such field, the table here that maps its names to layers. Chapter 8's pieces (RMSNorm, SwiGLU,
+RoPE, shared key/value heads) live in `lib/numpy_twin/modern.py`, which adds them to these
+tables; this module never imports it.
 """
 from __future__ import annotations
 
@@ -335,7 +336,9 @@ class CausalSelfAttention(Module):
         return dk, dv
 
 
-ATTENTIONS = {"gpt2": CausalSelfAttention}           # lib.numpy_twin.modern adds "modern"
+# Chapter 8's attention for each kind of position, which every config that leaves GPT-2's attention
+# (RoPE, or shared key/value heads) gets; lib.numpy_twin.modern fills it.
+ATTENTIONS = {}
 
 
 class MLP(Module):
@@ -363,6 +366,7 @@ class MLP(Module):
 
 
 MLPS = {"mlp": MLP}                                  # lib.numpy_twin.modern adds "swiglu"
+LAYERS = {"activation": ACTIVATIONS, "norm": NORMS, "position": ATTENTIONS, "mlp": MLPS}  # by GPTConfig field
 
 
 class BlockCache(NamedTuple):
@@ -378,8 +382,8 @@ class Block(Module):
 
     def __init__(self, config: GPTConfig):
         self.ln_1 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
-        plain = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
-        self.attn = ATTENTIONS["gpt2" if plain else "modern"](config)
+        gpt2 = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        self.attn = CausalSelfAttention(config) if gpt2 else ATTENTIONS[config.position](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
 

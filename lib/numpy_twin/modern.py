@@ -2,9 +2,9 @@
 
 SwiGLU is SiLU-gated; shared key/value heads are GQA, or MQA with one.
 
-Built on `lib.numpy_twin.model`: each piece registers in the table the model looks it up in
-(`NORMS`, `MLPS`, `ATTENTIONS`), so a config that asks for one gets it, and model.py, which reads
-as GPT-2, never imports this module. Forward and backward side by side, as in model.py; read it
+Built on `lib.numpy_twin.model`: each piece registers under its lib.config.CHOICES name in the
+table the model looks it up in (`NORMS`, `MLPS`, `ATTENTIONS`), so a config that asks for one
+gets it, and model.py, which reads as GPT-2, never imports this module. Forward and backward side by side, as in model.py; read it
 beside `lib/torch_twin/modern.py`.
 
 Shapes: B batch, T time, C = n_embd, H = n_head, D = C // H, G = kv_heads (key/value heads),
@@ -147,4 +147,4 @@ class ModernAttention(CausalSelfAttention):
 
 NORMS["rmsnorm"] = RMSNorm
 MLPS["swiglu"] = SwiGLU
-ATTENTIONS["modern"] = ModernAttention
+ATTENTIONS.update(learned=ModernAttention, rope=ModernAttention)   # shared key/value heads with either

@@ -5,9 +5,10 @@ A model is in training mode (dropout on) until `eval()`, and `train()` turns it 
 Shapes: B batch, T time (tokens), C = n_embd, H = n_head, D = C // H (head size), V vocab,
 G = key/value heads (H in GPT-2), F = hidden_dim (feed-forward width).
 
-Chapter 8's pieces (RMSNorm, SwiGLU, RoPE, shared key/value heads) live in
-`lib/torch_twin/modern.py`, which registers them in the tables below (`NORMS`, `MLPS`,
-`ATTENTIONS`); this module never imports it.
+The config chooses each block's layers by name (lib.config.CHOICES); `LAYERS` gives, for each
+such field, the table here that maps its names to layers. Chapter 8's pieces (RMSNorm, SwiGLU,
+RoPE, shared key/value heads) live in `lib/torch_twin/modern.py`, which adds them to these
+tables; this module never imports it.
 """
 from __future__ import annotations
 
@@ -123,7 +124,9 @@ class CausalSelfAttention(nn.Module):
         return k, v
 
 
-ATTENTIONS = {"gpt2": CausalSelfAttention}            # lib.torch_twin.modern adds "modern"
+# Chapter 8's attention for each kind of position, which every config that leaves GPT-2's attention
+# (RoPE, or shared key/value heads) gets; lib.torch_twin.modern fills it.
+ATTENTIONS = {}
 
 
 class MLP(nn.Module):
@@ -141,6 +144,7 @@ class MLP(nn.Module):
 
 
 MLPS = {"mlp": MLP}                                           # lib.torch_twin.modern adds "swiglu"
+LAYERS = {"activation": ACTIVATIONS, "norm": NORMS, "position": ATTENTIONS, "mlp": MLPS}  # by GPTConfig field
 
 
 class Block(nn.Module):
@@ -149,8 +153,8 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.ln_1 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
-        plain = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
-        self.attn = ATTENTIONS["gpt2" if plain else "modern"](config)
+        gpt2 = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        self.attn = CausalSelfAttention(config) if gpt2 else ATTENTIONS[config.position](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
 

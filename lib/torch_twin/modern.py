@@ -2,9 +2,9 @@
 
 SwiGLU is SiLU-gated; shared key/value heads are GQA, or MQA with one.
 
-Built on `lib.torch_twin.model`: each piece registers in the table the model looks it up in
-(`NORMS`, `MLPS`, `ATTENTIONS`), so a config that asks for one gets it, and model.py, which reads
-as GPT-2, never imports this module. Read it beside `lib/numpy_twin/modern.py`: same names.
+Built on `lib.torch_twin.model`: each piece registers under its lib.config.CHOICES name in the
+table the model looks it up in (`NORMS`, `MLPS`, `ATTENTIONS`), so a config that asks for one
+gets it, and model.py, which reads as GPT-2, never imports this module. Read it beside `lib/numpy_twin/modern.py`: same names.
 
 Shapes: B batch, T time, C = n_embd, H = n_head, D = C // H, G = kv_heads (key/value heads),
 F = hidden_dim (feed-forward width), S = keys seen (cached positions + T).
@@ -88,4 +88,4 @@ class ModernAttention(CausalSelfAttention):
 
 NORMS["rmsnorm"] = RMSNorm
 MLPS["swiglu"] = SwiGLU
-ATTENTIONS["modern"] = ModernAttention
+ATTENTIONS.update(learned=ModernAttention, rope=ModernAttention)   # shared key/value heads with either
