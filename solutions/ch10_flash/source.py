@@ -104,8 +104,10 @@ CELLS = [
       compute its scores for those queries only;
     - only the tile's diagonal block (the first `b` of those queries) has keys in its future.
     Never build a (T, T) array. The answer keeps the input's dtype: float64 answers are compared
-    with the plain attention within 1e-10, float32 ones within 1e-5 of the values' size (5e-4 with
-    scores in the thousands, where float32 rounds each score by a few parts in 10,000). Use numpy only: while grading, torch is not installed and lib's
+    with the plain attention within 1e-10, float32 ones within 1e-5 of the values' size, and within
+    5e-4 with scores in the thousands: float32 stores a score to about 6e-8 of its size, so a score
+    near 5,000 is off by about 3e-4, and that absolute error in the exponent becomes the same
+    relative error in its weight. Use numpy only: while grading, torch is not installed and lib's
     `flash_attention` raises an error. The graded cell must hold everything the functions use,
     imports included.
     """),
