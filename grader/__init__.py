@@ -50,13 +50,15 @@ The package, one job per module (each imports only those listed before it):
 - runner.py and conventions.py: what runs inside the sandbox (the value codec; the drivers);
 - sandbox.py, seccomp.py: the sandbox;
 - judging.py: decoding the answers and judging them, in the grader's process;
-- grading.py: one submission, from notebooks to results;
+- grading.py: one submission, from notebooks to results, under one Grading (the hidden tests,
+  the sandbox's limits);
+- options.py: the command line of __main__.py and classroom.py (a Grading's options, exit statuses);
 - __main__.py (one student), classroom.py (a class), release.py (the student version).
 This file only gathers their public names.
 """
 from __future__ import annotations
 
-from .grading import DEFAULT_TESTS, grade_exercise, grade_notebook, grade_submission, load_hidden_tests
+from .grading import DEFAULT_TESTS, Grading, grade_exercise, grade_notebook, grade_submission, load_hidden_tests
 from .judging import gate, judge, read_answers
 from .notebooks import (MAX_NOTEBOOK_BYTES, TAG_PREFIX, NotebookError, book_number, exercise_for, graded_code,
                         read_notebook)
@@ -64,8 +66,8 @@ from .results import (MAX_TEXT, ExerciseResult, NotebookResult, Submission, Test
                       printable, report, submission_from_dict)
 from .sandbox import SandboxUnavailable
 
-__all__ = ["DEFAULT_TESTS", "MAX_NOTEBOOK_BYTES", "MAX_TEXT", "TAG_PREFIX", "ExerciseResult", "NotebookError",
-           "NotebookResult", "SandboxUnavailable", "Submission", "TestResult", "as_dict", "book_number",
+__all__ = ["DEFAULT_TESTS", "MAX_NOTEBOOK_BYTES", "MAX_TEXT", "TAG_PREFIX", "ExerciseResult", "Grading",
+           "NotebookError", "NotebookResult", "SandboxUnavailable", "Submission", "TestResult", "as_dict", "book_number",
            "exercise_for", "gate", "grade_exercise", "grade_notebook", "grade_submission", "graded_code",
            "judge", "load_hidden_tests", "max_score", "printable", "read_answers", "read_notebook", "report",
            "submission_from_dict"]

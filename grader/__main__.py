@@ -5,34 +5,13 @@ import os
 import sys
 from pathlib import Path
 
-from .grading import DEFAULT_TESTS, grade_submission, load_hidden_tests
-from .results import as_dict, report
+from .grading import grade_submission
 from .notebooks import MAX_NOTEBOOKS
+from .options import EXIT_NO_SANDBOX, EXIT_SANDBOX_LATE, add_grading_options, grading_from
+from .results import as_dict, report
 from .sandbox import SandboxLate, SandboxUnavailable, check_bwrap
 
-EXIT_NO_SANDBOX = 2          # bad usage, or no sandbox starts on this machine
-EXIT_SANDBOX_LATE = 3        # a sandbox did not start within its wall-clock limit (a busy machine)
 MAX_LISTING_BYTES = (MAX_NOTEBOOKS + 1) * 4096   # --notebooks-from: that many paths of PATH_MAX
-
-
-def add_sandbox_options(parser):
-    """--tests, --timeout, --memory-mb: the hidden tests and each sandbox run's limits (this
-    command and `python -m grader.classroom`, which passes them on)."""
-    parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS, help=f"hidden tests (default {DEFAULT_TESTS})")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="cap, in CPU seconds, on each sandbox run (default: the hidden tests' own limits)")
-    parser.add_argument("--memory-mb", type=int, default=4096, help="address-space limit of each sandbox (MiB)")
-
-
-def check_sandbox_options(parser, args):
-    """Refuse, through the parser, what add_sandbox_options' values cannot be."""
-    if not args.tests.is_dir():
-        parser.error(f"hidden tests folder {args.tests} does not exist (they ship with the instructors' "
-                     f"copy: solutions/<exercise>/hidden_tests.py)")
-    if args.timeout is not None and args.timeout <= 0:
-        parser.error(f"--timeout must be > 0 seconds, got {args.timeout}")
-    if args.memory_mb < 256:
-        parser.error(f"--memory-mb must be at least 256, got {args.memory_mb}")
 
 
 def read_listing(parser, source: str) -> list[Path]:
@@ -62,16 +41,16 @@ def main(argv=None) -> int:
     parser.add_argument("--exercise", default=None, help="grade every notebook given on this exercise (a name such as ch4_gelu), whatever the file's name")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     parser.add_argument("--instructor", action="store_true", help="add the expected values (not for students)")
-    add_sandbox_options(parser)
+    add_grading_options(parser)
     args = parser.parse_args(argv)
-    check_sandbox_options(parser, args)
+    grading = grading_from(parser, args)
     if args.notebooks_from is not None:
         args.notebooks += read_listing(parser, args.notebooks_from)
     if not args.notebooks:
         parser.error("no notebook given (name them, or list them with --notebooks-from)")
     if len(args.notebooks) > MAX_NOTEBOOKS:
         parser.error(f"{len(args.notebooks):,} notebooks given: one student hands in at most {MAX_NOTEBOOKS}")
-    hidden = load_hidden_tests(args.tests)
+    hidden = grading.hidden
     if args.exercise is not None and args.exercise not in hidden:
         parser.error(f"--exercise {args.exercise!r}: no hidden tests for it (known: {', '.join(hidden)})")
     assignment = list(hidden) if args.assignment == "all" else args.assignment.split(",") if args.assignment else None
@@ -79,9 +58,8 @@ def main(argv=None) -> int:
         parser.error(f"--assignment {args.assignment!r}: known exercises are {', '.join(hidden)}")
     try:
         check_bwrap()
-        submission = grade_submission(args.notebooks, assignment=assignment, exercise=args.exercise,
-                                      tests_dir=args.tests, timeout=args.timeout, memory_mb=args.memory_mb,
-                                      hidden=hidden)
+        submission = grade_submission(args.notebooks, grading=grading, assignment=assignment,
+                                      exercise=args.exercise)
     except SandboxUnavailable as e:
         print(f"grader: nothing graded: {e}", file=sys.stderr)
         return EXIT_SANDBOX_LATE if isinstance(e, SandboxLate) else EXIT_NO_SANDBOX

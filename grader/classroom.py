@@ -67,9 +67,9 @@ from pathlib import Path
 from lib.atomic import atomic_folder, atomic_path
 
 from . import sandbox
-from .__main__ import EXIT_NO_SANDBOX, EXIT_SANDBOX_LATE, add_sandbox_options, check_sandbox_options
-from .grading import cpu_limit, load_hidden_tests
+from .grading import Grading
 from .notebooks import MAX_NOTEBOOKS, exercise_for
+from .options import EXIT_NO_SANDBOX, EXIT_SANDBOX_LATE, add_grading_options, grading_arguments, grading_from
 from .results import Submission, max_score, printable, report, submission_from_dict
 from .sandbox import SandboxUnavailable, check_bwrap
 
@@ -212,11 +212,11 @@ def _problems(submission: Submission, assignment: list[str]) -> str:
     return "; ".join(dict.fromkeys(items))                     # a duplicated exercise once
 
 
-def deadline(assignment: list[str], hidden: dict, timeout: float | None) -> int:
+def deadline(assignment: list[str], grading: Grading) -> int:
     """Seconds one student's grading may take: the wall-clock limits of all the assignment's
     sandbox runs, one after another, and DEADLINE_SLACK more."""
-    return DEADLINE_SLACK + sum(sandbox.wall_seconds(cpu_limit(seconds, timeout))
-                                for ex in assignment for seconds in hidden[ex].EXERCISE.groups.values())
+    return DEADLINE_SLACK + sum(sandbox.wall_seconds(grading.cpu_limit(seconds))
+                                for ex in assignment for seconds in grading.hidden[ex].EXERCISE.groups.values())
 
 
 def grade_student(student: Student, assignment: list[str], options: list[str], seconds: float) -> Row:
@@ -353,7 +353,7 @@ def main(argv=None) -> int:
     parser.add_argument("--deadline", type=float, default=None,
                         help="seconds one student's grading may take (default: a minute more than the limits of "
                              "the assignment's sandbox runs)")
-    add_sandbox_options(parser)
+    add_grading_options(parser)
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         parser.error(f"submissions folder {args.submissions} does not exist")
@@ -363,15 +363,14 @@ def main(argv=None) -> int:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.deadline is not None and args.deadline <= 0:
         parser.error(f"--deadline must be > 0 seconds, got {args.deadline}")
-    check_sandbox_options(parser, args)
-    hidden = load_hidden_tests(args.tests)
+    grading = grading_from(parser, args)
+    hidden = grading.hidden
     try:
         assignment = read_assignment(args.assignment, hidden)
     except ValueError as exc:
         parser.error(f"--assignment {args.assignment!r}: {exc}")
-    seconds = args.deadline or deadline(assignment, hidden, args.timeout)
-    options = ["--tests", str(args.tests.resolve()), "--memory-mb", str(args.memory_mb)]
-    options += ["--timeout", str(args.timeout)] if args.timeout is not None else []
+    seconds = args.deadline or deadline(assignment, grading)
+    options = grading_arguments(grading)
     try:
         check_bwrap()
         rows = grade_class(args.submissions, assignment, hidden, jobs=args.jobs, options=options, seconds=seconds)

@@ -11,6 +11,8 @@ import json
 import shutil
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from . import sandbox
@@ -38,6 +40,29 @@ def load_hidden_tests(tests_dir: Path) -> dict:
         if isinstance(exercise, Exercise):
             modules[exercise.notebook] = module
     return modules
+
+
+@dataclass(frozen=True)
+class Grading:
+    """What every grading of one run shares: where the hidden tests are, and each sandbox run's limits."""
+    tests_dir: Path = DEFAULT_TESTS
+    timeout: float | None = None      # a cap, in CPU seconds, on each sandbox run (None: the hidden tests' own)
+    memory_mb: int = 4096             # each sandbox's address-space limit
+
+    @cached_property
+    def hidden(self) -> dict:
+        """{exercise name: hidden-test module}, loaded once."""
+        return load_hidden_tests(self.tests_dir)
+
+    def cpu_limit(self, seconds: float) -> int:
+        """The CPU seconds of one sandbox run: its group's limit, capped by the timeout, at least 1."""
+        return max(1, int(seconds if self.timeout is None else min(seconds, self.timeout)))
+
+    @cached_property
+    def forbidden(self) -> list[Path]:
+        """What the sandbox must never see, even where a Python path lies inside it."""
+        return [Path(self.tests_dir).resolve(), (ROOT / "solutions").resolve(), sandbox.LIB_DIR,
+                Path(__file__).resolve().parent]                        # the grader itself
 
 
 def _input_marker(value):
@@ -79,24 +104,25 @@ def _why(run, answers: dict, group: str, limit: int, memory_mb: int) -> tuple[st
     return "graded", ""
 
 
-def cpu_limit(seconds: float, timeout: float | None) -> int:
-    """The CPU seconds of one sandbox run: its group's limit, capped by --timeout, at least 1."""
-    return max(1, int(seconds if timeout is None else min(seconds, timeout)))
+def new_result(module, status: str, message: str = "", tests: list[Test] | None = None) -> ExerciseResult:
+    """The exercise's result before any test is judged: its name, title and book number, `status`
+    and `message`, score 0 of the points of `tests` (by default module.tests())."""
+    ex = module.EXERCISE
+    tests = module.tests() if tests is None else tests
+    return ExerciseResult(ex.notebook, ex.title, status, message, max_score=sum(t.points for t in tests),
+                          number=book_number(ex.notebook))
 
 
 def _not_graded(module, status: str, message: str, reason: str) -> ExerciseResult:
     """The exercise's result when its tests cannot run: `status` and `message`, every test failed
     with "not graded: <reason>"."""
-    ex = module.EXERCISE
     tests = module.tests()
-    result = ExerciseResult(ex.notebook, ex.title, status, message, max_score=sum(t.points for t in tests),
-                            number=book_number(ex.notebook))
+    result = new_result(module, status, message, tests)
     result.tests = [TestResult(t.name, t.points, False, f"not graded: {reason}") for t in tests]
     return result
 
 
-def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, forbidden,
-                   pieces: dict | None = None) -> ExerciseResult:
+def grade_exercise(code: str, module, grading: Grading, pieces: dict | None = None) -> ExerciseResult:
     """Run the exercise's hidden tests on `code` (its graded cells), group by group, and score
     them. pieces: for an exercise that builds on earlier ones, {exercise: graded cells' source}
     of the student's own notebooks of them (see pieces_of)."""
@@ -105,8 +131,7 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
         return _not_graded(module, "no-graded-cells", f"no code cell is tagged {TAG_PREFIX}{exercise.notebook}",
                           "no graded cells")
     tests = module.tests()
-    result = ExerciseResult(exercise.notebook, exercise.title, "graded", "", max_score=sum(t.points for t in tests),
-                            number=book_number(exercise.notebook))
+    result = new_result(module, "graded", tests=tests)
     verdicts: dict[int, Verdict] = {}
     problems = []
     unloadable = None                                         # (CPU limit, reason) once the cells failed to load
@@ -119,7 +144,7 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
                 separators=(",", ":")), encoding="utf-8")
         for group, seconds in exercise.groups.items():
             members = [i for i, t in enumerate(tests) if t.group == group]
-            limit = cpu_limit(seconds, timeout)
+            limit = grading.cpu_limit(seconds)
             if not members:
                 continue
             if unloadable is not None and limit <= unloadable[0]:   # the same cells would fail again
@@ -130,8 +155,8 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
             box = sandbox.make_box(Path(root) / group, code, job, exercise.blocked, shared=[shared] if shared else [])
             shutil.copy(CONVENTIONS, box / "conventions.py")
             (box / "conventions.py").chmod(0o644)                   # readable by the sandbox's user
-            memory = min(memory_mb, exercise.memory.get(group, memory_mb))
-            run = sandbox.run(box, masked=exercise.masked, forbidden=forbidden, cpu_seconds=limit,
+            memory = min(grading.memory_mb, exercise.memory.get(group, grading.memory_mb))
+            run = sandbox.run(box, masked=exercise.masked, forbidden=grading.forbidden, cpu_seconds=limit,
                               memory_mb=memory)
             shutil.rmtree(box)
             answers = read_answers(run.answers, [job["id"] for job in jobs])
@@ -156,12 +181,6 @@ def grade_exercise(code: str, module, *, timeout: float | None, memory_mb: int, 
                     for t, v in zip(tests, gated)]
     result.score = sum(t.points for t in result.tests if t.passed)
     return result
-
-
-def _forbidden(tests_dir) -> list[Path]:
-    """What the sandbox must never see, even where a Python path lies inside it."""
-    return [Path(tests_dir).resolve(), (ROOT / "solutions").resolve(), sandbox.LIB_DIR,
-            Path(__file__).resolve().parent]                            # the grader itself
 
 
 def pieces_of(module, handed_in: dict) -> tuple[dict, str]:
@@ -190,13 +209,12 @@ def pieces_of(module, handed_in: dict) -> tuple[dict, str]:
     return sources, ""
 
 
-def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None, memory_mb=4096,
-                   hidden=None, handed_in=None) -> NotebookResult:
+def grade_notebook(path, exercise=None, *, grading: Grading, handed_in=None) -> NotebookResult:
     """Grade the notebook on `exercise` (a name of the hidden tests; by default the one its file
     name names). handed_in: {exercise: path} of the notebooks handed in with it, where an
     exercise that builds on earlier ones finds them. A notebook that cannot be graded gives a
     result with an error; only a sandbox that cannot start raises (SandboxUnavailable)."""
-    hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
+    hidden = grading.hidden
     exercise = exercise or exercise_for(path, hidden)
     if exercise is None:
         return _names_nothing(path, hidden)
@@ -208,9 +226,7 @@ def grade_notebook(path, exercise=None, *, tests_dir=DEFAULT_TESTS, timeout=None
         if why:
             return NotebookResult(str(path), _not_graded(hidden[exercise], "missing-pieces", why,
                                                         "the pieces it builds on are missing"))
-        return NotebookResult(str(path), grade_exercise(code, hidden[exercise], timeout=timeout,
-                                                        memory_mb=memory_mb, forbidden=_forbidden(tests_dir),
-                                                        pieces=pieces))
+        return NotebookResult(str(path), grade_exercise(code, hidden[exercise], grading, pieces))
     except NotebookError as exc:
         return NotebookResult(str(path), None, clip(f"cannot read the notebook: {exc}"))
     except SandboxUnavailable:
@@ -225,11 +241,10 @@ def _names_nothing(path, hidden) -> NotebookResult:
                                                      f"name contains one of: {names})"))
 
 
-def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT_TESTS, timeout=None,
-                     memory_mb=4096, hidden=None) -> Submission:
+def grade_submission(paths, *, grading: Grading, assignment=None, exercise=None) -> Submission:
     """Grade one student's notebooks on the assignment's exercises (default: those the files
     name), each exercise at most once; see the module's docstring."""
-    hidden = load_hidden_tests(tests_dir) if hidden is None else hidden
+    hidden = grading.hidden
     named = [exercise or exercise_for(p, hidden) for p in paths]
     assignment = list(dict.fromkeys(assignment or [ex for ex in named if ex is not None]))
     unknown = [ex for ex in assignment if ex not in hidden]
@@ -250,15 +265,11 @@ def grade_submission(paths, *, assignment=None, exercise=None, tests_dir=DEFAULT
             notebooks.append(NotebookResult(str(path), None, f"exercise {ex} is not part of this assignment"))
         elif counts[ex] > 1:
             others = ", ".join(Path(p).name for p, e in zip(paths, named) if e == ex)
-            notebooks.append(NotebookResult(str(path), ExerciseResult(
-                ex, module.EXERCISE.title, "duplicated", clip(f"{counts[ex]} files name this exercise "
-                                                              f"({others}): none is graded"),
-                max_score=max_score(module), number=book_number(ex))))
+            notebooks.append(NotebookResult(str(path), new_result(
+                module, "duplicated", clip(f"{counts[ex]} files name this exercise ({others}): none is graded"))))
         else:
-            notebooks.append(grade_notebook(path, ex, tests_dir=tests_dir, timeout=timeout,
-                                            memory_mb=memory_mb, hidden=hidden, handed_in=handed_in))
-    missing = [ExerciseResult(ex, hidden[ex].EXERCISE.title, "missing", "no notebook handed in names it",
-                              max_score=max_score(hidden[ex]), number=book_number(ex))
+            notebooks.append(grade_notebook(path, ex, grading=grading, handed_in=handed_in))
+    missing = [new_result(hidden[ex], "missing", "no notebook handed in names it")
                for ex in assignment if ex not in named]
     score = sum(nb.exercise.score for nb in notebooks if nb.exercise is not None)
     return Submission(notebooks, missing, score, sum(max_score(hidden[ex]) for ex in assignment))

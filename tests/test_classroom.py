@@ -17,8 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import (DEFAULT_TESTS, ExerciseResult, NotebookResult, Submission, as_dict, grade_submission,
-                    load_hidden_tests)
+from grader import ExerciseResult, Grading, NotebookResult, Submission, as_dict, grade_submission
 from grader import classroom
 from grader.classroom import Row, cell, find_students, main, safe_name, write_feedback, write_gradebook
 from grader.sandbox import SandboxUnavailable, check_bwrap
@@ -153,9 +152,15 @@ EXPECTED = [
 
 
 @pytest.fixture(scope="module")
-def hidden():
+def grading():
+    """Each student's grading as the class runs below grade it."""
     check_bwrap()                                                       # raises, saying what to install
-    return load_hidden_tests(DEFAULT_TESTS)
+    return Grading(timeout=CPU_CAP, memory_mb=MEMORY_MB)
+
+
+@pytest.fixture(scope="module")
+def hidden(grading):
+    return grading.hidden
 
 
 @pytest.fixture(scope="module")
@@ -171,17 +176,16 @@ def graded_class(tmp_path_factory, hidden):
     return sub, status, rows, root / "feedback"
 
 
-def alone(paths, hidden):
+def alone(paths, grading):
     """Grade one student's notebooks by themselves, as `python -m grader` would."""
-    return grade_submission(paths, assignment=list(EXERCISES), timeout=CPU_CAP, memory_mb=MEMORY_MB,
-                            hidden=hidden)
+    return grade_submission(paths, grading=grading, assignment=list(EXERCISES))
 
 
 @pytest.fixture(scope="module")
-def carol(graded_class, hidden):
+def carol(graded_class, grading):
     """Carol's wrong answers graded alone."""
     sub = graded_class[0]
-    return alone([sub / "carol" / "ch4_gelu.ipynb", sub / "carol" / "ch4_deeper.ipynb"], hidden)
+    return alone([sub / "carol" / "ch4_gelu.ipynb", sub / "carol" / "ch4_deeper.ipynb"], grading)
 
 
 def test_the_class_gets_the_expected_gradebook(graded_class):
@@ -190,12 +194,12 @@ def test_the_class_gets_the_expected_gradebook(graded_class):
     assert status == 1                                                   # written, with errors in some rows
 
 
-def test_a_broken_notebook_leaves_the_other_scores_as_when_graded_alone(graded_class, hidden):
+def test_a_broken_notebook_leaves_the_other_scores_as_when_graded_alone(graded_class, grading):
     sub, _, rows, _ = graded_class
     by_student = {row[0]: row for row in rows[1:]}
     for student, paths in [("alice", sorted((sub / "alice").glob("*.ipynb"))),
                            ("mallory", [sub / "mallory" / "ch4_gelu.ipynb"])]:    # her other notebook hangs
-        scores = {nb.exercise.exercise: nb.exercise.score for nb in alone(paths, hidden).notebooks}
+        scores = {nb.exercise.exercise: nb.exercise.score for nb in alone(paths, grading).notebooks}
         assert [str(scores.get(ex, 0)) for ex in EXERCISES] == by_student[student][1:4], student
 
 

@@ -15,6 +15,7 @@ import site
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +23,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from grader import (DEFAULT_TESTS, MAX_TEXT, gate, grade_exercise, grade_notebook, grade_submission,
+from grader import (DEFAULT_TESTS, MAX_TEXT, Grading, gate, grade_exercise, grade_notebook, grade_submission,
                     load_hidden_tests, max_score, read_answers)
 from grader import conventions, sandbox, seccomp
 from grader.__main__ import main
@@ -58,8 +59,13 @@ def bwrap():
 
 
 @pytest.fixture(scope="module")
-def hidden():
-    return load_hidden_tests(DEFAULT_TESTS)
+def grading():
+    return Grading()
+
+
+@pytest.fixture(scope="module")
+def hidden(grading):
+    return grading.hidden
 
 
 def graded_cell(path, exercise):
@@ -85,10 +91,10 @@ def notebook_with(exercise, code, path):
 SOLVED = {ex: ROOT / "solutions" / f"{ex}.ipynb" for ex in EXERCISES}
 
 
-def grade_many(paths, hidden, **options):
+def grade_many(paths, grading):
     # One after another: on CPython 3.11.7, ast.parse/compile in two threads at once can raise
     # "SystemError: AST constructor recursion depth mismatch" (fixed in later 3.11 releases).
-    return [grade_notebook(p, hidden=hidden, handed_in=SOLVED, **options) for p in paths]
+    return [grade_notebook(p, grading=grading, handed_in=SOLVED) for p in paths]
 
 
 def only_exercise(result):
@@ -101,16 +107,16 @@ def report(ex):
 
 
 # ---- the two ends: solutions and untouched exercises ----------------------------------------------------
-def test_every_solution_scores_full_marks(hidden):
-    results = grade_many([ROOT / "solutions" / f"{n}.ipynb" for n in EXERCISES], hidden)
+def test_every_solution_scores_full_marks(grading):
+    results = grade_many([ROOT / "solutions" / f"{n}.ipynb" for n in EXERCISES], grading)
     for exercise, result in zip(EXERCISES, results):
         ex = only_exercise(result)
         assert ex.exercise == exercise
         assert ex.status == "graded" and ex.score == ex.max_score > 0, report(ex)
 
 
-def test_every_untouched_exercise_scores_zero(hidden):
-    results = grade_many([ROOT / "exercises" / f"{n}.ipynb" for n in EXERCISES], hidden)
+def test_every_untouched_exercise_scores_zero(grading):
+    results = grade_many([ROOT / "exercises" / f"{n}.ipynb" for n in EXERCISES], grading)
     for result in results:
         ex = only_exercise(result)
         assert ex.status == "graded" and ex.score == 0 and ex.max_score > 0, report(ex)
@@ -121,13 +127,13 @@ def test_every_untouched_exercise_scores_zero(hidden):
 CAPSTONE = next(ex for ex in EXERCISES if load_hidden_tests(DEFAULT_TESTS)[ex].EXERCISE.builds_on)
 
 
-def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path):
+def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path, grading):
     """Its pieces come from the student's notebooks of the earlier exercises, handed in with it:
     none handed in is one line and 0; a wrong piece costs the stages that use it; a piece that
     calls lib's model scores nothing where it is used; grade_submission finds them among the files."""
     builds_on = hidden[CAPSTONE].EXERCISE.builds_on
     capstone = ROOT / "solutions" / f"{CAPSTONE}.ipynb"
-    alone = only_exercise(grade_notebook(capstone, hidden=hidden))
+    alone = only_exercise(grade_notebook(capstone, grading=grading))
     assert alone.status == "missing-pieces" and alone.score == 0, report(alone)
     assert "ch4_gpt" in alone.message and "\n" not in alone.message, alone.message
 
@@ -135,7 +141,8 @@ def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path):
     w = next(w for w in fixtures.WRONG if w.exercise == "ch4_gpt" and w.name == "no_skip_path")
     bad = notebook_with("ch4_gpt", fixtures.apply(graded_cell(SOLVED["ch4_gpt"], "ch4_gpt"), w), tmp_path / "ch4_gpt.ipynb")
     lib_gpt = notebook_with("ch4_gpt", fixtures.IMPORT_REFERENCE["ch4_gpt"], tmp_path / "lib_ch4_gpt.ipynb")
-    full, wrong_piece, lib_piece = (only_exercise(grade_notebook(capstone, hidden=hidden, handed_in={**solved, "ch4_gpt": p}))
+    full, wrong_piece, lib_piece = (only_exercise(grade_notebook(capstone, grading=grading,
+                                                                 handed_in={**solved, "ch4_gpt": p}))
                                     for p in (SOLVED["ch4_gpt"], bad, lib_gpt))
     assert full.score == full.max_score, report(full)
     training = ("loss_and_grads", "train")             # block_backward's mistake reaches these only
@@ -144,11 +151,11 @@ def test_the_capstone_runs_on_the_pieces_handed_in_with_it(hidden, tmp_path):
     assert passed and all(t.startswith("load_gpt2: ") for t in passed), report(lib_piece)
     assert "blocked lib reference" in report(lib_piece), report(lib_piece)
 
-    submission = grade_submission([capstone, *solved.values()], hidden=hidden, memory_mb=2048)
+    submission = grade_submission([capstone, *solved.values()], grading=replace(grading, memory_mb=2048))
     graded = {nb.exercise.exercise: nb.exercise for nb in submission.notebooks}
     assert graded[CAPSTONE].score == graded[CAPSTONE].max_score, report(graded[CAPSTONE])
     missing_one = grade_submission([capstone, *[p for ex, p in solved.items() if ex != "ch6_kv_cache"]],
-                                   hidden=hidden, assignment=[CAPSTONE])
+                                   grading=grading, assignment=[CAPSTONE])
     ex = next(nb.exercise for nb in missing_one.notebooks if nb.exercise and nb.exercise.exercise == CAPSTONE)
     assert ex.status == "missing-pieces" and "ch6_kv_cache" in ex.message and ex.score == 0, report(ex)
 
@@ -281,7 +288,7 @@ def _solution_without(code, names):
     return "".join(kept)
 
 
-def test_exercise_4_4s_tables_give_no_points_without_the_wiring(tmp_path, hidden, monkeypatch):
+def test_exercise_4_4s_tables_give_no_points_without_the_wiring(tmp_path, hidden, monkeypatch, grading):
     """Code that reads the stand-ins' tables instead of wiring (the block as two additions of
     recorded values, the head's or the last block's recorded output, every recorded gradient
     added in) scores nothing; with the block wired, reading the tables instead of looping over
@@ -300,7 +307,7 @@ def test_exercise_4_4s_tables_give_no_points_without_the_wiring(tmp_path, hidden
 
     for name, code in readers.items():
         path = notebook_with("ch4_gpt", code, tmp_path / f"ch4_gpt_{name.replace(' ', '_')}.ipynb")
-        ex = only_exercise(grade_notebook(path, hidden=hidden))
+        ex = only_exercise(grade_notebook(path, grading=grading))
         assert ex.status == "graded", report(ex)                                   # the cells ran
         scores[name] = {**by_function([r.passed for r in ex.tests]), "all": ex.score}
     assert scores["nothing implemented"]["all"] == 0, scores
@@ -352,7 +359,7 @@ def test_the_hidden_references_of_exercises_10_1_9_1_and_9_2_agree_with_lib(hidd
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)   # the hidden tests' floor: e^-500 or 0
 
 
-def test_flash_without_tiling_fails_the_long_test_in_its_memory(tmp_path, hidden):
+def test_flash_without_tiling_fails_the_long_test_in_its_memory(tmp_path, hidden, grading):
     """Exercise 10.1's long test (random queries, a sandbox of LONG_MEMORY): the whole (T, T)
     matrix at once fails it, as does a running mean of v (right only for q = 0); a solution passes."""
     module = hidden["ch10_flash"]
@@ -367,18 +374,18 @@ def test_flash_without_tiling_fails_the_long_test_in_its_memory(tmp_path, hidden
     for name, code, passes in (("plain", plain, False), ("mean", mean, False),
                                ("solution", graded_cell(SOLVED["ch10_flash"], "ch10_flash"), True)):
         ex = only_exercise(grade_notebook(notebook_with("ch10_flash", code, tmp_path / f"ch10_flash_{name}.ipynb"),
-                                          hidden=hidden, memory_mb=4096))
+                                          grading=grading))
         assert ex.tests[long[0]].passed == passes, (name, report(ex))
         assert ex.tests[long[0]].points == 4
 
 
-def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden, capsys):
+def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden, capsys, grading):
     """`--assignment ch6_your_gpt2` with the pieces handed in: each piece is read for the
     capstone and reported as such, none is an error (exit 0, an empty error column in a class)."""
     from grader.classroom import _problems
     pieces = [SOLVED[ex] for ex in hidden[CAPSTONE].EXERCISE.builds_on]
     stub = ROOT / "exercises" / f"{CAPSTONE}.ipynb"
-    submission = grade_submission([stub, *pieces], hidden=hidden, assignment=[CAPSTONE], timeout=1)
+    submission = grade_submission([stub, *pieces], grading=replace(grading, timeout=1), assignment=[CAPSTONE])
     assert [nb.error for nb in submission.notebooks] == [None] * (1 + len(pieces))
     assert all(nb.exercise is None and nb.note.startswith(f"a piece of {CAPSTONE}") for nb in submission.notebooks[1:])
     assert _problems(submission, [CAPSTONE]) == "" and submission.max_score == max_score(hidden[CAPSTONE])
@@ -388,13 +395,13 @@ def test_the_capstone_graded_alone_takes_its_pieces_as_inputs_not_errors(hidden,
 
 # ---- wrong answers ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def wrong_results(hidden, tmp_path_factory):
+def wrong_results(grading, tmp_path_factory):
     folder = tmp_path_factory.mktemp("wrong")
     paths = []
     for w in fixtures.WRONG:
         solution = graded_cell(ROOT / "solutions" / f"{w.exercise}.ipynb", w.exercise)
         paths.append(notebook_with(w.exercise, fixtures.apply(solution, w), folder / f"{w.exercise}_{w.name}.ipynb"))
-    return dict(zip([(w.exercise, w.name) for w in fixtures.WRONG], grade_many(paths, hidden)))
+    return dict(zip([(w.exercise, w.name) for w in fixtures.WRONG], grade_many(paths, grading)))
 
 
 def test_at_least_three_wrong_fixtures_per_exercise():
@@ -433,13 +440,13 @@ REFERENCE_CASES = list(fixtures.IMPORT_REFERENCE)
 
 
 @pytest.fixture(scope="module")
-def tamper_results(hidden, tmp_path_factory):
+def tamper_results(hidden, tmp_path_factory, grading):
     folder = tmp_path_factory.mktemp("tamper")
     paths = [notebook_with(ex, tamper_code(t, ex, hidden), folder / f"{ex}_{t.name}.ipynb")
              for t, ex in TAMPER_CASES]
     paths += [notebook_with(ex, fixtures.IMPORT_REFERENCE[ex], folder / f"{ex}_import_reference.ipynb")
               for ex in REFERENCE_CASES]
-    results = grade_many(paths, hidden, timeout=TAMPER_CPU_CAP)
+    results = grade_many(paths, replace(grading, timeout=TAMPER_CPU_CAP))
     keys = [(t.name, ex) for t, ex in TAMPER_CASES] + [("import_reference", ex) for ex in REFERENCE_CASES]
     return dict(zip(keys, results))
 
@@ -526,13 +533,13 @@ def test_tampering_fixtures_would_work_without_the_sandbox(name, hidden):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("exercise", list(fixtures.LIB_ROUTES))
-def test_lib_routes_beside_the_blocked_names_score_nothing(exercise, hidden, tmp_path):
+def test_lib_routes_beside_the_blocked_names_score_nothing(exercise, hidden, tmp_path, grading):
     """lib answers an exercise through more than the names it is known by (its layers, chapter
     10's attention): each such route scores outside the sandbox, and nothing inside it."""
     code = fixtures.LIB_ROUTES[exercise]
     assert score_outside_sandbox(code, hidden[exercise]) > 0, f"the {exercise} route is a dud outside the sandbox"
     path = notebook_with(exercise, code, tmp_path / f"{exercise}.ipynb")
-    ex = only_exercise(grade_notebook(path, hidden=hidden, timeout=TAMPER_CPU_CAP))
+    ex = only_exercise(grade_notebook(path, grading=replace(grading, timeout=TAMPER_CPU_CAP)))
     assert ex.score == 0 and "blocked lib reference" in report(ex), report(ex)
 
 
@@ -572,9 +579,10 @@ def probe(paths):
 '''
 
 
-def probe_exercise(tmp_path, code, args, check=None, **exercise):
-    """A hidden-test folder with one exercise, 'probe', whose one test calls probe(*args) in
-    the sandbox; returns (hidden tests, the values the probe returned, a notebook holding `code`)."""
+def probe_exercise(tmp_path, code, args, timeout=None, **exercise):
+    """A hidden-test folder with one exercise, 'probe', whose one test calls probe(*args) in the
+    sandbox (what the probe returned lands in its module's SEEN); returns (its Grading, a notebook
+    holding `code`)."""
     tests_dir = tmp_path / "hidden"
     (tests_dir / "probe").mkdir(parents=True)
     (tests_dir / "probe" / "hidden_tests.py").write_text(
@@ -583,14 +591,14 @@ def probe_exercise(tmp_path, code, args, check=None, **exercise):
         "SEEN = []\n"
         "def tests():\n"
         "    return [Test('probe', 'probe', ARGS, lambda v: (SEEN.append(v) or True, ''))]\n")
-    hidden = load_hidden_tests(tests_dir)
-    hidden["probe"].ARGS = args
+    grading = Grading(tests_dir, timeout=timeout)
+    grading.hidden["probe"].ARGS = args
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell(code)
     cell.metadata.tags = ["graded:probe"]
     nb.cells = [cell]
     nbformat.write(nb, tmp_path / "probe.ipynb")
-    return tests_dir, hidden, tmp_path / "probe.ipynb"
+    return grading, tmp_path / "probe.ipynb"
 
 
 def test_sandbox_hides_solutions_hidden_tests_and_lib(tmp_path):
@@ -601,10 +609,10 @@ def test_sandbox_hides_solutions_hidden_tests_and_lib(tmp_path):
     assert not missing, f"the files the sandbox must not read are gone: {missing}"
     secret = [*map(str, files), str(tmp_path / "hidden" / "probe" / "hidden_tests.py"), "/root/.bashrc",
               str(Path.home() / ".cache" / "gpt2-course"), "/etc/passwd"]
-    tests_dir, hidden, notebook = probe_exercise(tmp_path, PROBE, (secret,), blocked=("lib.numpy_twin.model:gelu",))
-    ex = only_exercise(grade_notebook(notebook, "probe", tests_dir=tests_dir, hidden=hidden))
+    grading, notebook = probe_exercise(tmp_path, PROBE, (secret,), blocked=("lib.numpy_twin.model:gelu",))
+    ex = only_exercise(grade_notebook(notebook, "probe", grading=grading))
     assert ex.status == "graded", report(ex)
-    found = hidden["probe"].SEEN[0]
+    found = grading.hidden["probe"].SEEN[0]
     for path in secret:
         assert found[path] in ("FileNotFoundError", "PermissionError"), (path, found[path])
     assert found["uid"] != 0 and found["lib"] == "/grade/lib/__init__.py", found
@@ -684,14 +692,14 @@ def host_probe(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("host")
     secret = "GRADER_SECRET_FOR_THE_PROBE"
     numbers = {name: nr for name, (nr, _) in seccomp.numbers(seccomp.machine()).items()}
-    tests_dir, hidden, notebook = probe_exercise(tmp_path, HOST_PROBE, (numbers, secret))
+    grading, notebook = probe_exercise(tmp_path, HOST_PROBE, (numbers, secret), timeout=20)
     os.environ[secret] = "1"
     try:
-        ex = only_exercise(grade_notebook(notebook, "probe", tests_dir=tests_dir, hidden=hidden, timeout=20))
+        ex = only_exercise(grade_notebook(notebook, "probe", grading=grading))
     finally:
         del os.environ[secret]
     assert ex.status == "graded", report(ex)
-    return hidden["probe"].SEEN[0]
+    return grading.hidden["probe"].SEEN[0]
 
 
 def test_sandbox_is_never_host_root(host_probe):
@@ -722,26 +730,27 @@ def test_sandbox_is_one_process_with_a_bounded_disk(host_probe):
         assert host_probe["write in " + folder] in ("EROFS", "EACCES"), (folder, host_probe)
 
 
-def test_memory_limit_and_crash_leave_other_exercises_graded(tmp_path, hidden):
+def test_memory_limit_and_crash_leave_other_exercises_graded(tmp_path, grading):
     nb = nbformat.read(ROOT / "exercises" / "ch4_gelu.ipynb", as_version=4)
     bomb = nbformat.v4.new_code_cell("import numpy as np\nhog = np.ones(10**9)  # 8 GB, over the 1 GB limit\n")
     bomb.metadata.tags = ["graded:ch4_gelu"]
     nb.cells.append(bomb)
     nbformat.write(nb, tmp_path / "ch4_gelu.ipynb")
     shutil.copy(ROOT / "solutions" / "ch4_deeper.ipynb", tmp_path / "ch4_deeper.ipynb")
-    result = grade_submission([tmp_path / "ch4_gelu.ipynb", tmp_path / "ch4_deeper.ipynb"], hidden=hidden, memory_mb=1024)
+    result = grade_submission([tmp_path / "ch4_gelu.ipynb", tmp_path / "ch4_deeper.ipynb"],
+                              grading=replace(grading, memory_mb=1024))
     gelu, deeper = (only_exercise(nb) for nb in result.notebooks)
     assert gelu.score == 0 and gelu.status == "load-error", report(gelu)
     assert "MemoryError" in gelu.message
     assert deeper.score == deeper.max_score and result.score == deeper.max_score, report(deeper)
 
 
-def test_notebook_without_graded_cells_scores_zero(tmp_path, hidden):
+def test_notebook_without_graded_cells_scores_zero(tmp_path, grading):
     nb = nbformat.read(ROOT / "solutions" / "ch4_gelu.ipynb", as_version=4)
     for cell in nb.cells:
         cell.metadata.pop("tags", None)
     nbformat.write(nb, tmp_path / "untagged.ipynb")
-    ex = only_exercise(grade_notebook(tmp_path / "untagged.ipynb", "ch4_gelu", hidden=hidden))
+    ex = only_exercise(grade_notebook(tmp_path / "untagged.ipynb", "ch4_gelu", grading=grading))
     assert ex.status == "no-graded-cells" and ex.score == 0 and ex.max_score > 0
 
 
@@ -1045,7 +1054,7 @@ def test_every_message_is_cut_and_none_tells_an_expected_size(tmp_path, hidden):
     tell how many merges the rules give; array checks do not tell the expected shape."""
     huge = SimpleNamespace(EXERCISE=Exercise(notebook="probe", title="probe", functions=("f",)),
                            tests=lambda: [Test("huge", "f", (), lambda v: (False, "x" * 1_000_000))])
-    ex = grade_exercise("def f():\n    return 1\n", huge, timeout=5, memory_mb=1024, forbidden=[])
+    ex = grade_exercise("def f():\n    return 1\n", huge, Grading(timeout=5, memory_mb=1024))
     assert ex.status == "graded" and len(ex.tests[0].message) <= MAX_TEXT, len(ex.tests[0].message)
     expected = [(97, 98)] * 146
     for got in ([(97, 98)] * 150, [(97, 98)] * 140):
@@ -1086,25 +1095,25 @@ except OSError:
 '''
 
 
-def test_forged_answers_in_the_sandbox_neither_crash_nor_score(tmp_path, hidden):
+def test_forged_answers_in_the_sandbox_neither_crash_nor_score(tmp_path, grading):
     solution = graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ch4_deeper")
     path = notebook_with("ch4_deeper", FORGERY + solution, tmp_path / "ch4_deeper.ipynb")
-    ex = only_exercise(grade_notebook(path, hidden=hidden))
+    ex = only_exercise(grade_notebook(path, grading=grading))
     assert ex.status == "graded" and ex.score == ex.max_score, report(ex)
 
 
-def test_answers_beyond_the_limit_stop_the_sandbox(tmp_path, hidden, monkeypatch):
+def test_answers_beyond_the_limit_stop_the_sandbox(tmp_path, grading, monkeypatch):
     monkeypatch.setattr(sandbox, "MAX_ANSWER_BYTES", 1 << 20)
     flood = "import os\nos.write(int(os.environ['GRADE_ANSWERS_FD']), b'x' * (4 << 20))\n"
     path = notebook_with("ch4_deeper", flood + graded_cell(ROOT / "solutions" / "ch4_deeper.ipynb", "ch4_deeper"),
                          tmp_path / "ch4_deeper.ipynb")
-    ex = only_exercise(grade_notebook(path, hidden=hidden))
+    ex = only_exercise(grade_notebook(path, grading=grading))
     assert ex.score == 0 and ex.status == "crashed" and "exceeded 1 MiB" in ex.message, report(ex)
 
 
 # ---- notebooks of every shape ------------------------------------------------------------------------------
 def _malformed(folder: Path) -> dict:
-    """{name: path} of notebooks no student should hand in, each named for exercise 4.1."""
+    """{name: path} of notebooks no student should hand in, each named for ch4_gelu."""
     solution = json.loads((ROOT / "solutions" / "ch4_gelu.ipynb").read_text())
     graded = next(i for i, c in enumerate(solution["cells"]) if "graded:ch4_gelu" in c["metadata"].get("tags", []))
 
@@ -1133,12 +1142,12 @@ def _malformed(folder: Path) -> dict:
     return paths
 
 
-def test_malformed_notebooks_are_their_own_errors(tmp_path, hidden, monkeypatch):
+def test_malformed_notebooks_are_their_own_errors(tmp_path, grading, monkeypatch):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))        # where the grader's folders would stay
     paths = _malformed(tmp_path)
-    results = {name: grade_notebook(path, "ch4_gelu", hidden=hidden) for name, path in paths.items()}
+    results = {name: grade_notebook(path, "ch4_gelu", grading=grading) for name, path in paths.items()}
     for name in ("surrogate_code", "source_number", "not_json", "folder", "fifo", "link"):
         assert results[name].error and results[name].exercise is None, (name, results[name])
     assert "root:" not in results["link"].error                 # nothing of the linked file shows
@@ -1177,16 +1186,16 @@ def _padded_notebook(exercise, folder, padding):
     return folder / f"{exercise}.ipynb"
 
 
-def test_a_submissions_graded_code_has_a_budget(tmp_path, hidden):
+def test_a_submissions_graded_code_has_a_budget(tmp_path, hidden, grading):
     """Graded cells of more than 1 MiB in one notebook, or pieces of more than 4 MiB together,
     are one line each, before any sandbox runs (ten 32 MiB pieces of emoji once cost 2.2 GB)."""
     from grader.grading import MAX_PIECES_BYTES
     from grader.notebooks import MAX_CODE_BYTES
     big = _padded_notebook("ch4_gelu", tmp_path, MAX_CODE_BYTES // 4)
-    result = grade_notebook(big, hidden=hidden)
+    result = grade_notebook(big, grading=grading)
     assert result.exercise is None and result.error.startswith("cannot read the notebook: its graded cells hold "), result
     pieces = {ex: _padded_notebook(ex, tmp_path, MAX_CODE_BYTES // 4 - 4096) for ex in hidden[CAPSTONE].EXERCISE.builds_on}
-    capstone = only_exercise(grade_notebook(SOLVED[CAPSTONE], hidden=hidden, handed_in=pieces))
+    capstone = only_exercise(grade_notebook(SOLVED[CAPSTONE], grading=grading, handed_in=pieces))
     assert capstone.status == "missing-pieces" and capstone.score == 0, report(capstone)
     assert capstone.message.startswith(f"its pieces' graded cells hold over {MAX_PIECES_BYTES:,} bytes"), capstone.message
 
@@ -1202,7 +1211,7 @@ def test_a_capstones_pieces_are_written_once_and_compactly(hidden, monkeypatch):
         return sandbox.RunResult(0, None, 0.0, b'{"id": "__start__", "ok": true}\n{"id": "__load__", "ok": true}\n', "")
     monkeypatch.setattr(sandbox, "run", run)
     sources = {ex: f"# \U0001F600 {ex}\n" for ex in hidden[CAPSTONE].EXERCISE.builds_on}
-    grade_exercise("pass\n", hidden[CAPSTONE], timeout=1, memory_mb=512, forbidden=[], pieces=sources)
+    grade_exercise("pass\n", hidden[CAPSTONE], Grading(timeout=1, memory_mb=512), sources)
     assert len(seen) == len(hidden[CAPSTONE].EXERCISE.groups) and len({ino for ino, *_ in seen}) == 1
     assert all(links == 2 for _, links, *_ in seen)             # the one file and this box's link
     written = seen[0][2]
@@ -1210,27 +1219,27 @@ def test_a_capstones_pieces_are_written_once_and_compactly(hidden, monkeypatch):
     assert b", " not in seen[0][3] and b'"pieces":true' in seen[0][3]
 
 
-def test_the_assignment_decides_the_exercise_and_the_maximum(tmp_path, hidden):
+def test_the_assignment_decides_the_exercise_and_the_maximum(tmp_path, hidden, grading):
     nb = nbformat.read(ROOT / "solutions" / "ch4_gelu.ipynb", as_version=4)
     nb.metadata.pop("grading", None)
     for cell in nb.cells:
         if "graded:ch4_gelu" in cell.metadata.get("tags", []):
             cell.metadata.tags = ["graded:ch4_gelu\u200b"]              # an invisible character
     nbformat.write(nb, tmp_path / "ch4_gelu.ipynb")
-    retagged = grade_submission([tmp_path / "ch4_gelu.ipynb"], hidden=hidden)
+    retagged = grade_submission([tmp_path / "ch4_gelu.ipynb"], grading=grading)
     assert retagged.score == 0 and retagged.max_score == max_score(hidden["ch4_gelu"]), retagged
     copies = []
     for name in "abcde":
         copies.append(tmp_path / f"ch4_gelu_{name}.ipynb")
         shutil.copy(ROOT / "solutions" / "ch4_gelu.ipynb", copies[-1])
-    five = grade_submission(copies, hidden=hidden)
+    five = grade_submission(copies, grading=grading)
     assert five.score == 0 and five.max_score == max_score(hidden["ch4_gelu"]), five
     assert all(nb.exercise.status == "duplicated" for nb in five.notebooks), five
-    missing = grade_submission([tmp_path / "ch4_gelu.ipynb"], assignment=["ch4_gelu", "ch4_deeper"], hidden=hidden)
+    missing = grade_submission([tmp_path / "ch4_gelu.ipynb"], grading=grading, assignment=["ch4_gelu", "ch4_deeper"])
     assert [ex.exercise for ex in missing.missing] == ["ch4_deeper"] and missing.missing[0].status == "missing"
     assert missing.max_score == max_score(hidden["ch4_gelu"]) + max_score(hidden["ch4_deeper"]), missing
     shutil.copy(ROOT / "solutions" / "ch4_gelu.ipynb", tmp_path / "homework.ipynb")
-    unnamed = grade_submission([tmp_path / "homework.ipynb"], hidden=hidden)
+    unnamed = grade_submission([tmp_path / "homework.ipynb"], grading=grading)
     assert unnamed.notebooks[0].error and unnamed.score == unnamed.max_score == 0, unnamed
 
 
@@ -1265,10 +1274,10 @@ def test_trivial_answers_score_at_most_a_tenth(hidden):
             assert score <= fixtures.MAX_SHARE * max_score(module), (exercise, name, score)
 
 
-def test_trivial_answer_and_forged_report_lines_in_the_sandbox(tmp_path, hidden):
+def test_trivial_answer_and_forged_report_lines_in_the_sandbox(tmp_path, grading):
     nasty = ("\ndef gelu_exact(x):\n    raise ValueError('no\\n    PASS forged (99 pt): ok\\x1b[2J\\u202e')\n")
     path = notebook_with("ch4_gelu", fixtures.TRIVIAL["ch4_gelu"]["relu"] + nasty, tmp_path / "ch4_gelu.ipynb")
-    submission = grade_submission([path], hidden=hidden)
+    submission = grade_submission([path], grading=grading)
     ex = only_exercise(submission.notebooks[0])
     assert ex.status == "graded" and ex.score == 0, report(ex)
     text = text_report(submission)
@@ -1277,7 +1286,7 @@ def test_trivial_answer_and_forged_report_lines_in_the_sandbox(tmp_path, hidden)
 
 
 # ---- time limits and a broken sandbox ------------------------------------------------------------------------
-def test_sleeping_cells_start_one_sandbox_and_say_wall_clock(tmp_path, hidden, monkeypatch):
+def test_sleeping_cells_start_one_sandbox_and_say_wall_clock(tmp_path, grading, monkeypatch):
     runs = []
     real_run = sandbox.run
     monkeypatch.setattr(sandbox, "run", lambda *a, **k: runs.append(k) or real_run(*a, **k))
@@ -1289,14 +1298,14 @@ def test_sleeping_cells_start_one_sandbox_and_say_wall_clock(tmp_path, hidden, m
                                                                             metadata={"tags": ["graded:ch6_kv_cache"]}))
             break
     nbformat.write(nb, tmp_path / "ch6_kv_cache.ipynb")
-    ex = only_exercise(grade_notebook(tmp_path / "ch6_kv_cache.ipynb", hidden=hidden, timeout=1))
+    ex = only_exercise(grade_notebook(tmp_path / "ch6_kv_cache.ipynb", grading=replace(grading, timeout=1)))
     assert len(runs) == 1, runs                                  # the speed group would sleep the same
     assert ex.status == "timeout" and "wall-clock" in ex.message and "CPU time (" not in ex.message, report(ex)
 
 
-def test_a_sandbox_that_cannot_start_stops_the_run(tmp_path, monkeypatch, capsys):
+def test_a_sandbox_that_cannot_start_stops_the_run(tmp_path, monkeypatch, capsys, grading):
     monkeypatch.setattr(sandbox, "RUNNER", "/grade/no_such_runner.py")
     with pytest.raises(SandboxUnavailable, match="did not start"):
-        grade_submission([ROOT / "solutions" / "ch4_deeper.ipynb"])
+        grade_submission([ROOT / "solutions" / "ch4_deeper.ipynb"], grading=grading)
     assert main([str(ROOT / "solutions" / "ch4_deeper.ipynb")]) == 2
     assert "nothing graded" in capsys.readouterr().err
