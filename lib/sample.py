@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from .config import kv_cache_bytes
-from .sampling import check_sampling
+from .sampling import Sampling
 from .scale import device
 from .twins import TWINS, as_model_ids, default_twin, twin_module
 
@@ -83,7 +83,7 @@ def main(argv=None):
         if args.device and twin != "torch":
             raise ValueError(f"--device {args.device} applies to the torch twin only (this run uses the "
                              f"{twin} twin)")
-        check_sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty)
+        Sampling(args.temperature, args.top_k, args.top_p, args.repetition_penalty)  # checks them
         if args.max_new_tokens < 0:
             raise ValueError(f"--max-new-tokens {args.max_new_tokens}: expected 0 or more")
         model, folder = load_model(args.model, twin)

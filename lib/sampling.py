@@ -19,27 +19,42 @@ For each row of logits (B, V), in this order:
 Steps 3 and 4 keep a set defined by a threshold on values, so ties never depend on the order
 a sort happens to leave them in.
 
-Also here, because both twins' generation loops share them: the checks of a prompt and of the
-generation settings, and `refill_length`, the window a full KV cache is refilled with.
+`Sampling` holds these settings (and the seed), checked where it is built; `Sampler` applies
+them. Also here, because both twins' generation loops share them: the checks of a prompt and of
+the generation settings, and `refill_length`, the window a full KV cache is refilled with.
 """
 from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
 
-def check_sampling(temperature=1.0, top_k=None, top_p=None, repetition_penalty=1.0) -> None:
-    """Raise a ValueError naming the first bad setting and what was expected."""
-    if not _is_real(temperature) or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (not _is_int(top_k) or top_k < 1):
-        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
-    if top_p is not None and (not _is_real(top_p) or not 0 < top_p <= 1):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
-    if not _is_real(repetition_penalty) or not math.isfinite(repetition_penalty) or repetition_penalty <= 0:
-        raise ValueError(f"repetition_penalty must be a finite number > 0 (1 means none), got {repetition_penalty!r}")
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is chosen: the settings of the steps above, and the seed of the uniform
+    numbers (None: fresh ones every time). Every bad value raises a ValueError here, in one line
+    naming it and what was expected."""
+    temperature: float = 1.0          # 0: greedy
+    top_k: int | None = None          # None: keep all
+    top_p: float | None = None        # None or 1: keep all
+    repetition_penalty: float = 1.0   # 1: none
+    seed: int | None = None
+
+    def __post_init__(self):
+        t, k, p, r = self.temperature, self.top_k, self.top_p, self.repetition_penalty
+        if not _is_real(t) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {t!r}")
+        if k is not None and (not _is_int(k) or k < 1):
+            raise ValueError(f"top_k must be None or an integer >= 1, got {k!r}")
+        if p is not None and (not _is_real(p) or not 0 < p <= 1):
+            raise ValueError(f"top_p must be None or a number in (0, 1], got {p!r}")
+        if not _is_real(r) or not math.isfinite(r) or r <= 0:
+            raise ValueError(f"repetition_penalty must be a finite number > 0 (1 means none), got {r!r}")
+        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+            raise ValueError(f"seed must be None or an integer >= 0, got {self.seed!r}")
 
 
 def _is_int(x) -> bool:
@@ -87,18 +102,13 @@ def draw(probs, u):
 
 
 class Sampler:
-    """The sampling state of one generation: its settings, its seeded Generator and, for the
-    repetition penalty, which ids each of the B rows has seen. `sampler(logits)` -> (B,) ids."""
+    """The sampling state of one generation: its `Sampling` settings, its seeded Generator and,
+    for the repetition penalty, which ids each of the B rows has seen. `sampler(logits)` -> (B,) ids."""
 
-    def __init__(self, vocab_size, batch, temperature=1.0, top_k=None, top_p=None,
-                 repetition_penalty=1.0, seed=None):
-        check_sampling(temperature, top_k, top_p, repetition_penalty)
-        if seed is not None and (not _is_int(seed) or seed < 0):
-            raise ValueError(f"seed must be None or an integer >= 0, got {seed!r}")
-        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
-        self.penalty = repetition_penalty
-        self.rng = np.random.default_rng(seed)
-        self.seen = np.zeros((batch, vocab_size), bool) if repetition_penalty != 1 else None
+    def __init__(self, vocab_size, batch, settings: Sampling):
+        self.settings = settings
+        self.rng = np.random.default_rng(settings.seed)
+        self.seen = np.zeros((batch, vocab_size), bool) if settings.repetition_penalty != 1 else None
 
     def observe(self, ids):
         """Mark ids (B, T) as seen, for the repetition penalty."""
@@ -108,13 +118,13 @@ class Sampler:
 
     def __call__(self, logits):
         """logits (B, V) -> next ids (B,), which it also marks as seen."""
-        logits = np.asarray(logits)
+        logits, s = np.asarray(logits), self.settings
         if self.seen is not None:
-            logits = penalize(logits, self.seen, self.penalty)
-        if self.temperature == 0:
+            logits = penalize(logits, self.seen, s.repetition_penalty)
+        if s.temperature == 0:
             ids = logits.argmax(axis=-1)                            # (B,)
         else:
-            probs = filtered_probs(logits, self.temperature, self.top_k, self.top_p)
+            probs = filtered_probs(logits, s.temperature, s.top_k, s.top_p)
             ids = draw(probs, self.rng.random(logits.shape[0]))
         self.observe(ids[:, None])
         return ids

@@ -6,6 +6,7 @@ Greedy comparisons need weights whose argmax is not a near tie: the implementati
 agree within 1e-4 (tests/test_model.py), so `margins_ok` checks that on the whole greedy path
 the top logit beats the second by at least 1e-3, 10x that, before tokens are compared.
 """
+import dataclasses
 import json
 
 import numpy as np
@@ -16,8 +17,10 @@ from lib import numpy_twin as nt
 from lib import sample
 from lib import torch_twin as tt
 from lib.config import GPTConfig
-from lib.sampling import refill_length
+from lib.numpy_twin import generate as numpy_generate
+from lib.sampling import Sampling, refill_length
 from lib.torch_twin import cpu_decode
+from lib.torch_twin import generate as torch_generate
 from lib.weights import init_state, save_hf_gpt2
 
 CFG = GPTConfig(vocab_size=256, n_ctx=32, n_layer=2, n_head=2, n_embd=32)
@@ -151,6 +154,18 @@ def test_stream_yields_what_generate_returns(twins):
         steps = [np.asarray(ids) for ids in model.stream(torch.as_tensor(PROMPT) if model is twins[1] else PROMPT,
                                                           12, **options)]
         assert np.array_equal(np.stack(steps, axis=1), run(model, PROMPT, 12, **options)[:, 7:])
+
+
+def test_a_stream_takes_the_sampling_settings_as_one_sampling(twins):
+    """generate's keywords build one lib.sampling.Sampling, which travels to the sampler as it is."""
+    settings = Sampling(temperature=0.7, top_k=20, repetition_penalty=1.2, seed=2)
+    for model, Stream in zip(twins, (numpy_generate.Stream, torch_generate.Stream)):
+        stream = Stream(model, torch.as_tensor(PROMPT) if model is twins[1] else PROMPT, 9, settings)
+        assert stream.sampler.settings is settings
+        steps = np.stack([np.asarray(ids) for ids in stream], axis=1)             # (2, 9)
+        assert np.array_equal(steps, run(model, PROMPT, 9, **dataclasses.asdict(settings))[:, 7:])
+    with pytest.raises(TypeError, match="temprature"):
+        twins[0].generate(PROMPT, 3, temprature=0.5)
 
 
 # ---- 2. sampling through the model ------------------------------------------------------------------

@@ -74,7 +74,7 @@ def test_repetition_penalty_formula():
     # seen and positive: divided; seen and negative: multiplied; unseen: unchanged
     assert sampling.penalize(logits, seen, 2.0).tolist() == [[1.0, -4.0, 0.5, 0.0, -1.0]]
     assert sampling.penalize(logits, seen, 0.5).tolist() == [[4.0, -1.0, 0.5, 0.0, -1.0]]
-    s = sampling.Sampler(5, 1, temperature=0, repetition_penalty=8.0)
+    s = sampling.Sampler(5, 1, sampling.Sampling(temperature=0, repetition_penalty=8.0))
     s.observe(np.array([[0, 0, 0]]))             # seen three times, penalised once: 2.0 / 8 = 0.25
     assert s(logits).tolist() == [2]             # so token 2's 0.5 is now the largest
     assert s.seen[0].tolist() == [True, False, True, False, False]
@@ -94,7 +94,8 @@ def test_empirical_frequencies_within_5_sigma_of_the_filtered_distribution():
     n = 20_000
     logits = np.repeat(LOGITS[:1], n, axis=0)          # n identical rows: n draws in one call
     for temperature, top_k, top_p in [(0.8, 10, 0.9), (1.5, None, 0.7), (1.0, None, None)]:
-        counts = np.bincount(sampling.Sampler(40, n, temperature, top_k, top_p, seed=1)(logits), minlength=40)
+        counts = np.bincount(sampling.Sampler(40, n, sampling.Sampling(temperature, top_k, top_p, seed=1))(logits),
+                             minlength=40)
         p = reference_probs(LOGITS[0].tolist(), temperature, top_k, top_p)
         sigma = np.sqrt(n * p * (1 - p))               # binomial standard deviation of each count
         assert np.all(np.abs(counts - n * p) <= 5 * sigma), (temperature, top_k, top_p)
@@ -102,16 +103,17 @@ def test_empirical_frequencies_within_5_sigma_of_the_filtered_distribution():
 
 
 def test_top_k_1_is_greedy():
-    greedy = sampling.Sampler(40, 3, temperature=0)(LOGITS)
+    greedy = sampling.Sampler(40, 3, sampling.Sampling(temperature=0))(LOGITS)
     assert greedy.tolist() == LOGITS.argmax(-1).tolist()
     for seed in range(5):
         for temperature in (0.1, 1.0, 10.0):
-            assert sampling.Sampler(40, 3, temperature, top_k=1, seed=seed)(LOGITS).tolist() == greedy.tolist()
+            top_1 = sampling.Sampler(40, 3, sampling.Sampling(temperature, top_k=1, seed=seed))
+            assert top_1(LOGITS).tolist() == greedy.tolist()
 
 
 def test_a_seed_reproduces_a_sample():
     def draws(seed):
-        s = sampling.Sampler(40, 3, 1.0, seed=seed)
+        s = sampling.Sampler(40, 3, sampling.Sampling(1.0, seed=seed))
         return [s(LOGITS).tolist() for _ in range(20)]
     assert draws(7) == draws(7)
     assert draws(7) != draws(8)
@@ -142,8 +144,8 @@ def test_torch_penalize_and_draw_equal_the_shared_ones():
 def test_device_sampler_picks_what_the_shared_sampler_picks(settings):
     rng = np.random.default_rng(4)
     steps = [rng.standard_normal((3, 40)).astype(np.float32) for _ in range(30)]  # (3, 40) each
-    host = sampling.Sampler(40, 3, seed=11, **settings)
-    device = ts.DeviceSampler(40, 3, len(steps), seed=11, **settings)
+    host = sampling.Sampler(40, 3, sampling.Sampling(seed=11, **settings))
+    device = ts.DeviceSampler(40, 3, len(steps), sampling.Sampling(seed=11, **settings))
     host.observe(np.array([[1, 2], [3, 3], [39, 0]]))
     device.observe(torch.tensor([[1, 2], [3, 3], [39, 0]]))
     for logits in steps:
@@ -163,10 +165,9 @@ def test_device_sampler_picks_what_the_shared_sampler_picks(settings):
     (dict(seed=-1), "seed"), (dict(seed=1.5), "seed"),
 ])
 def test_bad_sampling_settings(kwargs, name):
-    with pytest.raises(ValueError, match=name):
-        sampling.Sampler(40, 1, **kwargs)
-    with pytest.raises(ValueError, match=name):
-        ts.DeviceSampler(40, 1, 5, **kwargs)
+    with pytest.raises(ValueError, match=name) as error:
+        sampling.Sampling(**kwargs)
+    assert "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize("prompt,kwargs,match", [

@@ -17,7 +17,7 @@ import contextlib
 import numpy as np
 
 from ..dropout import eval_mode
-from ..sampling import Sampler, check_generation, refill_length
+from ..sampling import Sampler, Sampling, check_generation, refill_length
 from .model import KVCache
 
 
@@ -30,14 +30,13 @@ class Stream:
     until every row has, and then the stream ends.
     """
 
-    def __init__(self, model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                 repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None):
+    def __init__(self, model, idx, max_new_tokens, sampling=Sampling(), use_cache=True, stop_token=None):
         config = model.config
         self.prompt = np.asarray(idx)
         check_generation(self.prompt, config.vocab_size, max_new_tokens, use_cache, stop_token)
         B, T = self.prompt.shape
         self.model, self.n_ctx, self.stop_token = model, config.n_ctx, stop_token
-        self.sampler = Sampler(config.vocab_size, B, temperature, top_k, top_p, repetition_penalty, seed)
+        self.sampler = Sampler(config.vocab_size, B, sampling)
         self.sampler.observe(self.prompt)
         self.cropped, self.refills, self.remaining = max(0, T - self.n_ctx), 0, max_new_tokens
         self.window = self.prompt[:, -self.n_ctx:]           # (B, <= n_ctx): what the model sees
@@ -76,19 +75,18 @@ class Stream:
         return self.model.forward(self.pending, kv_cache=self.cache)[:, -1]
 
 
-def stream(model, idx, max_new_tokens, **options) -> Stream:
+def stream(model, idx, max_new_tokens, use_cache=True, stop_token=None, **sampling) -> Stream:
     """The new tokens one step at a time, as a `Stream` (same options as `generate`)."""
-    return Stream(model, idx, max_new_tokens, **options)
+    return Stream(model, idx, max_new_tokens, Sampling(**sampling), use_cache, stop_token)
 
 
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-             repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None):
+def generate(model, idx, max_new_tokens, use_cache=True, stop_token=None, **sampling):
     """idx: (B, T) equal-length prompts -> (B, T + n): each prompt, whole, then its n new tokens
     (n = max_new_tokens, or fewer once every row has produced `stop_token`).
 
-    temperature 0 is greedy; see lib.sampling for top_k, top_p and repetition_penalty. A seed
-    reproduces a sample. use_cache=False recomputes the whole window for every token.
+    `sampling` are the fields of a lib.sampling.Sampling: temperature (0 is greedy), top_k, top_p,
+    repetition_penalty, and a seed, which reproduces a sample. use_cache=False recomputes the
+    whole window for every token.
     """
-    s = Stream(model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty,
-               use_cache, seed, stop_token)
+    s = Stream(model, idx, max_new_tokens, Sampling(**sampling), use_cache, stop_token)
     return np.concatenate([s.prompt, *(ids[:, None] for ids in s)], axis=1)  # (B, T + n)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..dropout import eval_mode
-from ..sampling import check_generation, refill_length
+from ..sampling import Sampling, check_generation, refill_length
 from .cpu_decode import cpu_decode_layout
 from .model import KVCache
 from .sampling import DeviceSampler, HostSampler
@@ -45,9 +45,8 @@ class Stream:
     multiple of k steps (the check reads the device).
     """
 
-    def __init__(self, model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-                 repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None, sample_on_device=True,
-                 check_every=1):
+    def __init__(self, model, idx, max_new_tokens, sampling=Sampling(), use_cache=True, stop_token=None,
+                 sample_on_device=True, check_every=1):
         config, weight = model.config, model.wte.weight
         check_generation(np.asarray(idx.cpu() if torch.is_tensor(idx) else idx), config.vocab_size,
                          max_new_tokens, use_cache, stop_token)
@@ -55,10 +54,9 @@ class Stream:
         B, T = self.prompt.shape
         self.model, self.n_ctx, self.stop_token = model, config.n_ctx, stop_token
         if sample_on_device:
-            self.sampler = DeviceSampler(config.vocab_size, B, max_new_tokens, temperature, top_k, top_p,
-                                         repetition_penalty, seed, weight.device)
+            self.sampler = DeviceSampler(config.vocab_size, B, max_new_tokens, sampling, weight.device)
         else:
-            self.sampler = HostSampler(config.vocab_size, B, temperature, top_k, top_p, repetition_penalty, seed)
+            self.sampler = HostSampler(config.vocab_size, B, sampling)
         self.sampler.observe(self.prompt)
         self.cropped, self.refills, self.remaining = max(0, T - self.n_ctx), 0, max_new_tokens
         self.window = self.prompt[:, -self.n_ctx:]           # (B, <= n_ctx): what the model sees
@@ -103,21 +101,22 @@ class Stream:
             return self.model.forward(self.pending, kv_cache=self.cache)[:, -1]
 
 
-def stream(model, idx, max_new_tokens, **options) -> Stream:
+def stream(model, idx, max_new_tokens, use_cache=True, stop_token=None, sample_on_device=True,
+           **sampling) -> Stream:
     """The new tokens one step at a time, as a `Stream` (same options as `generate`)."""
-    return Stream(model, idx, max_new_tokens, **options)
+    return Stream(model, idx, max_new_tokens, Sampling(**sampling), use_cache, stop_token, sample_on_device)
 
 
-def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None,
-             repetition_penalty=1.0, use_cache=True, seed=None, stop_token=None, sample_on_device=True):
+def generate(model, idx, max_new_tokens, use_cache=True, stop_token=None, sample_on_device=True, **sampling):
     """idx: (B, T) equal-length prompts -> (B, T + n): each prompt, whole, then its n new tokens
     (n = max_new_tokens, or fewer once every row has produced `stop_token`).
 
-    temperature 0 is greedy; see lib.sampling for top_k, top_p and repetition_penalty. A seed
-    reproduces a sample. use_cache=False recomputes the whole window for every token.
+    `sampling` are the fields of a lib.sampling.Sampling: temperature (0 is greedy), top_k, top_p,
+    repetition_penalty, and a seed, which reproduces a sample. use_cache=False recomputes the
+    whole window for every token.
     """
-    s = Stream(model, idx, max_new_tokens, temperature, top_k, top_p, repetition_penalty,
-               use_cache, seed, stop_token, sample_on_device, check_every=STOP_CHECK_EVERY)
+    s = Stream(model, idx, max_new_tokens, Sampling(**sampling), use_cache, stop_token, sample_on_device,
+               check_every=STOP_CHECK_EVERY)
     out = torch.cat([s.prompt, *(ids[:, None] for ids in s)], dim=1)  # (B, T + n'), n' >= n
     T = s.prompt.shape[1]
     return out[:, :T + stop_length(out[:, T:], stop_token)]  # (B, T + n)

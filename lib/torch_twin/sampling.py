@@ -46,14 +46,13 @@ def draw(probs, u):
 
 
 class DeviceSampler:
-    """lib.sampling.Sampler on the model's device: same settings, same seeded stream of u
-    (drawn for `steps` steps at once), `seen` kept as a (B, V) bool tensor."""
+    """lib.sampling.Sampler on the model's device: same `Sampling` settings, same seeded stream
+    of u (drawn for `steps` steps at once), `seen` kept as a (B, V) bool tensor."""
 
-    def __init__(self, vocab_size, batch, steps, temperature=1.0, top_k=None, top_p=None,
-                 repetition_penalty=1.0, seed=None, device="cpu"):
-        host = sampling.Sampler(vocab_size, batch, temperature, top_k, top_p, repetition_penalty, seed)
-        self.temperature, self.top_k, self.top_p, self.penalty = temperature, top_k, top_p, repetition_penalty
-        self.u = torch.as_tensor(host.rng.random((steps, batch)), device=device) if temperature else None
+    def __init__(self, vocab_size, batch, steps, settings: sampling.Sampling, device="cpu"):
+        host = sampling.Sampler(vocab_size, batch, settings)
+        self.settings = settings
+        self.u = torch.as_tensor(host.rng.random((steps, batch)), device=device) if settings.temperature else None
         self.seen = None if host.seen is None else torch.zeros(host.seen.shape, dtype=torch.bool, device=device)
         self.step = 0
 
@@ -64,12 +63,13 @@ class DeviceSampler:
 
     def __call__(self, logits):
         """logits (B, V) -> next ids (B,), which it also marks as seen."""
+        s = self.settings
         if self.seen is not None:
-            logits = penalize(logits, self.seen, self.penalty)
-        if self.temperature == 0:
+            logits = penalize(logits, self.seen, s.repetition_penalty)
+        if s.temperature == 0:
             ids = logits.argmax(dim=-1)                             # (B,)
         else:
-            ids = draw(filtered_probs(logits, self.temperature, self.top_k, self.top_p), self.u[self.step])
+            ids = draw(filtered_probs(logits, s.temperature, s.top_k, s.top_p), self.u[self.step])
         self.step += 1
         self.observe(ids[:, None])
         return ids

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sampling
-from ..sampling import check_sampling
+from ..sampling import Sampling
 from ..twins import to_numpy
 
 
@@ -18,7 +18,7 @@ class SettingsSampler:
 
     def __init__(self, settings, seed):
         for t, k, p in settings:
-            check_sampling(t, k, p)
+            Sampling(t, k, p)                                # checks them
         self.rng = np.random.default_rng(seed)
         temperature = np.array([t if t else 1.0 for t, _, _ in settings])     # (B,), 1 for greedy rows
         self.groups = []                                     # rows sharing a cut: (k, p, rows, their T)

@@ -63,7 +63,7 @@ def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
 
 IMPORT_REFERENCE = '''
 import numpy as np
-from lib.sampling import Sampler, filtered_probs
+from lib.sampling import Sampler, Sampling, filtered_probs
 
 
 def _rows(logits):
@@ -86,7 +86,7 @@ def top_p_filter(logits, p):
 
 
 def sample(logits, rng, temperature=1.0, top_k=None, top_p=None):
-    sampler = Sampler(logits.shape[-1], len(logits), temperature, top_k, top_p)
+    sampler = Sampler(logits.shape[-1], len(logits), Sampling(temperature, top_k, top_p))
     sampler.rng = rng
     return sampler(logits)
 '''
