@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ import lib.pretrained
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "claims" / "report.json"
-RERUN = "run `python tools/claims.py --seeds 0-4 --busy` again (it trains nothing it has cached)"
+RERUN = "run `python tools/claims.py --seeds 0-4 --threads 1` again (it trains nothing it has cached)"
 
 
 def load_claims_tool():
@@ -51,17 +52,18 @@ def test_the_course_seed_shifts_every_cached_training_and_its_cache_key(monkeypa
     monkeypatch.delenv("GPT2_COURSE_SEED", raising=False)
     monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
     written = (lib.finetune.experiment_file(), lib.posttrain.experiment_file())
-    assert lib.posttrain._settings()["sft"] == lib.posttrain.SFT and lib.posttrain._settings()["dpo"] == lib.posttrain.DPO
+    settings = lib.posttrain._settings()
+    assert settings["sft"] == asdict(lib.posttrain.SFT) and settings["dpo"] == asdict(lib.posttrain.DPO)
     monkeypatch.setenv("GPT2_COURSE_SEED", "3")
     assert lib.cached.shifted(1337) == 1340
     shifted = (lib.finetune.experiment_file(), lib.posttrain.experiment_file())
     assert all(a != b for a, b in zip(written, shifted))
     settings = lib.posttrain._settings()
-    assert settings["sft"]["seed"] == lib.posttrain.SFT["seed"] + 3
-    assert settings["dpo"]["seed"] == lib.posttrain.DPO["seed"] + 3
-    run = lib.finetune._settings(2, (2,), lib.finetune.PRETRAIN_CONFIG, None, None, None)
+    assert settings["sft"]["seed"] == lib.posttrain.SFT.seed + 3
+    assert settings["dpo"]["seed"] == lib.posttrain.DPO.seed + 3
+    run = lib.finetune._settings(2, (2,), lib.finetune.PRETRAIN_CONFIG, None, None, lib.finetune.FINETUNE)
     assert run["pretrain"]["seed"] == lib.finetune.PRETRAIN["seed"] + 3
-    assert run["finetune"]["seed"] == lib.finetune.FINETUNE["seed"] + 3
+    assert run["finetune"]["seed"] == lib.finetune.FINETUNE.seed + 3
 
 
 def test_trained_folder_trains_with_the_shifted_seed(monkeypatch, tmp_path):
@@ -186,3 +188,11 @@ def test_the_report_shows_claims_that_depend_on_training(report):
     those figures vary between seeds."""
     for notebook in ("chapters/07_finetuning.ipynb", "chapters/09_post_training.ipynb"):
         assert any(c["varies"] for c in report["notebooks"][notebook]["claims"])
+
+
+def test_a_record_of_other_experiment_code_is_executed_again(monkeypatch):
+    # a record is reused only for the same code cells and the same code behind the cached runs
+    notebook = claims.NOTEBOOKS[0]
+    before = claims.notebook_digest(notebook)
+    monkeypatch.setattr(lib.cached, "code_digest", lambda: "another")
+    assert claims.notebook_digest(notebook) != before

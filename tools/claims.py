@@ -228,10 +228,13 @@ def train(seed, log, background=False):
 
 
 def notebook_digest(path):
-    """12 hex digits of sha256 over a notebook's code cells: what decides what its claims measure
-    (an edit of its prose needs no new execution)."""
+    """12 hex digits of sha256 over a notebook's code cells and the code that trains the cached runs
+    (`lib.cached.code_digest`): what decides what its claims measure. An edit of its prose needs no
+    new execution; a change of that code, even one meant to change nothing, does."""
+    from lib.cached import code_digest
+
     cells = json.loads((ROOT / path).read_text())["cells"]
-    code = "\0".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    code = "\0".join([code_digest()] + ["".join(c["source"]) for c in cells if c["cell_type"] == "code"])
     return hashlib.sha256(code.encode()).hexdigest()[:12]
 
 
