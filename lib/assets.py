@@ -17,6 +17,7 @@ them in the cache:
 Cache directory: `$GPT2_COURSE_CACHE` if set, else `~/.cache/gpt2-course/`.
 """
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -52,6 +53,17 @@ def cache_dir() -> Path:
     path = Path(os.environ.get("GPT2_COURSE_CACHE") or Path.home() / ".cache" / "gpt2-course")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def digest_path(name, *parts, suffix="") -> Path:
+    """The cache path `name-DIGEST` + suffix (name may hold folders), DIGEST the first 12 hex digits
+    of sha256 over the parts in turn: bytes as they are, anything else as JSON with sorted keys.
+    What a cached result or model is named by, so that a change to any of its settings or data
+    makes a new one instead of reusing a stale one."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
+    return cache_dir() / f"{name}-{digest.hexdigest()[:12]}{suffix}"
 
 
 def sha256_file(path) -> str:

@@ -13,7 +13,9 @@ Storage: each part is tokenized once, in chunks of bounded size, into a flat uin
 the cache (`$GPT2_COURSE_CACHE`, default `~/.cache/gpt2-course/`) and memory-mapped after.
 
 Batches: `get_batch` draws random windows of token ids and their next tokens; `BatchSampler`
-is a seeded stream of them whose position can be saved and restored.
+is a seeded stream of them whose position can be saved and restored. `shuffled_batches` orders
+a set of examples instead (fine-tuning, instruction tuning, DPO): batches taken in turn from
+seeded shuffled passes over them.
 """
 import codecs
 import hashlib
@@ -225,6 +227,19 @@ class BatchSampler:
             raise ValueError(f"sampler state was saved for {theirs}, this sampler has {mine}")
         self.rng.bit_generator.state = state["rng"]
         self.seed, self.step = state["seed"], state["step"]
+
+
+def shuffled_batches(n, steps, batch_size, seed):
+    """(steps, batch_size) int64 indices into n examples: the batches taken in turn from shuffled
+    passes over them, each pass a permutation drawn from one generator seeded with `seed`, as many
+    passes as the steps need (the last one in part)."""
+    for name, value in (("n", n), ("steps", steps), ("batch_size", batch_size)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    rng = np.random.default_rng(seed)
+    passes = -(-steps * batch_size // n)
+    order = np.concatenate([rng.permutation(n) for _ in range(passes)])   # (passes * n,)
+    return order[:steps * batch_size].reshape(steps, batch_size)
 
 
 # downloads (Colab; needs the internet) -----------------------------------------------------------

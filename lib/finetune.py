@@ -15,8 +15,9 @@ examples cannot teach and that pre-training on unlabelled text can.
 - Splits: `play_folds` deals the 38 plays into folds holding every genre; split k tests on the
   plays of fold k, fine-tunes on the others, and pre-trains on the others' text only
   (`pretrained`, through `lib.pretrained.trained_folder`), so no test play is seen before the test.
-- `finetune(model, head, x, labels, ...)`: the loop, the same for both twins (the step is the
-  twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`).
+- `finetune(model, head, x, labels, settings)`: the loop, the same for both twins (the step is
+  the twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`), its settings a
+  `FinetuneSettings`.
 - `word_order_experiment(...)`: for every split, the test accuracy after fine-tuning on SIZES
   labelled examples, starting from the split's pre-trained model and from scratch.
 
@@ -26,16 +27,18 @@ of the text, so a change retrains instead of reusing a stale result.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .assets import cache_dir
+from .assets import digest_path
 from .atomic import write_atomic
 from .cached import shifted
 from .config import GPTConfig
+from .data import shuffled_batches
+from .settings import LoopSettings, check_fields
 from .twins import as_model_ids, twin_module, twin_of
 
 GENRES = ("comedies", "histories", "problems", "roman", "romances", "tragedies")
@@ -53,9 +56,24 @@ PRETRAIN = dict(max_iters=600, batch_size=16, lr=2e-3, min_lr=2e-4, warmup_iters
 # The task's data: passage length in bytes, and the test passages per split (each gives two examples).
 TASK = dict(passage_len=64, test_passages=256)
 SIZES = (32, 256, 2048)              # labelled examples to fine-tune on, half of them shuffled
+
+
+@dataclass(frozen=True)
+class FinetuneSettings(LoopSettings):
+    """How `finetune` trains (`lib.settings.LoopSettings`), with loss L3 = L2 + lm_weight * L1,
+    warmup over `warmup_frac` of the steps and AdamW's `weight_decay`."""
+    lm_weight: float
+    warmup_frac: float
+    weight_decay: float
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_fields(self, non_negative=("lm_weight", "weight_decay"), fractions=("warmup_frac",))
+
+
 # The fine-tuning, the same for every size and for the pre-trained and the fresh model.
-FINETUNE = dict(lm_weight=0.5, steps=256, batch_size=16, lr=1e-3, warmup_frac=0.1, weight_decay=0.01, grad_clip=1.0,
-                seed=0)
+FINETUNE = FinetuneSettings(steps=256, batch_size=16, lr=1e-3, grad_clip=1.0, seed=0, lm_weight=0.5, warmup_frac=0.1,
+                            weight_decay=0.01)
 
 
 def special_ids(text_vocab=TEXT_VOCAB):
@@ -171,44 +189,38 @@ def pretrained(fold, n_folds=N_FOLDS, twin="torch", **options):
 
 
 # ---- fine-tuning ---------------------------------------------------------------------------------
-def finetune(model, head, x, labels, *, lm_weight=0.5, steps=256, batch_size=16, lr=1e-3,
-             warmup_frac=0.1, weight_decay=0.01, grad_clip=1.0, seed=0, progress=True):
-    """Train `model` and `head` (one twin) on x (N, T) and labels (N,) for `steps` batches taken in
-    turn from shuffled passes over the examples, loss L3 = L2 + lm_weight * L1, AdamW with linear
-    warmup over `warmup_frac` of the steps and cosine decay to 0. A fixed number of steps, not of
-    passes, so that a small training set is seen more often and each run costs the same. Returns
-    the history: per step "loss" (L3), "cls_loss" (L2), "lm_loss" (L1), "lr"."""
-    from .train import READ_SECONDS, lr_at, progress_bar
+def finetune(model, head, x, labels, settings=FINETUNE, *, progress=True):
+    """Train `model` and `head` (one twin) on x (N, T) and labels (N,) as `settings` (a
+    `FinetuneSettings`) say: `steps` batches taken in turn from shuffled passes over the examples,
+    loss L3 = L2 + lm_weight * L1, AdamW with linear warmup over `warmup_frac` of the steps and
+    cosine decay to 0. A fixed number of steps, not of passes, so that a small training set is seen
+    more often and each run costs the same. Returns the history: per step "loss" (L3), "cls_loss"
+    (L2), "lm_loss" (L1), "lr"."""
+    from .progress import READ_SECONDS, progress_bar
+    from .schedule import lr_at
 
     x, labels = np.asarray(x), np.asarray(labels)
     if x.ndim != 2 or labels.shape != (len(x),) or not len(x):
         raise ValueError(f"x must be (N, T) and labels (N,) with N >= 1, got {x.shape} and {labels.shape}")
-    if not lm_weight >= 0:
-        raise ValueError(f"lm_weight must be >= 0, got {lm_weight!r}")
-    for name, value in (("steps", steps), ("batch_size", batch_size)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    rng = np.random.default_rng(seed)
-    passes = -(-steps * batch_size // len(x))
-    order = np.concatenate([rng.permutation(len(x)) for _ in range(passes)])  # (passes * N,)
+    s = settings
+    batches = shuffled_batches(len(x), s.steps, s.batch_size, s.seed)        # (steps, batch_size)
     twin = twin_module(twin_of(model), "finetune")
-    optimizer = twin.make_optimizer(model, head, lr, weight_decay)
+    optimizer = twin.make_optimizer(model, head, s.lr, s.weight_decay)
     # On the model's device once, before the loop: a GPU then never waits for a copy from the host.
-    x, labels, order = (as_model_ids(model, a) for a in (x, labels, order))
+    x, labels, batches = (as_model_ids(model, a) for a in (x, labels, batches))
     history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
     shown = -READ_SECONDS
-    with progress_bar(steps, "fine-tuning", disable=not progress) as bar:
-        for step in range(steps):
-            rows = order[step * batch_size:(step + 1) * batch_size]
-            lr_now = lr_at(step, lr, 0.0, max(1, int(warmup_frac * steps)), steps)
-            losses = twin.finetune_step(model, head, optimizer, x[rows], labels[rows], lm_weight,
-                                        lr_now, grad_clip)
+    with progress_bar(s.steps, "fine-tuning", disable=not progress) as bar:
+        for step, rows in enumerate(batches):
+            lr_now = lr_at(step, s.lr, 0.0, max(1, int(s.warmup_frac * s.steps)), s.steps)
+            losses = twin.finetune_step(model, head, optimizer, x[rows], labels[rows], s.lm_weight,
+                                        lr_now, s.grad_clip)
             for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"),
                                   (step + 1, *losses, lr_now)):
                 history[key].append(value)
             bar.update(1)
             # a read waits for the device
-            if progress and (time.perf_counter() - shown >= READ_SECONDS or step == steps - 1):
+            if progress and (time.perf_counter() - shown >= READ_SECONDS or step == s.steps - 1):
                 bar.set_postfix(loss=f"{float(losses[0]):.3f}", refresh=False)
                 shown = time.perf_counter()
     for key in ("loss", "cls_loss", "lm_loss"):   # the torch twin's losses, read once at the end
@@ -231,39 +243,31 @@ def accuracy(model, head, x, labels):
 INITS = ("pretrained", "scratch")
 
 
-def _digest(*parts):
-    """12 hex digits of sha256 over the parts: bytes as they are, anything else as sorted JSON."""
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
-    return h.hexdigest()[:12]
-
-
 def _settings(n_folds, sizes, config, pretrain, task, finetuning):
     """The experiment's settings as it runs them: the seeds of its trainings shifted by the course
     seed (`lib.cached.shifted`; the pre-training's shift happens in `trained_folder`, which is given
     the settings as written)."""
-    pretrain, finetuning = {**PRETRAIN, **(pretrain or {})}, {**FINETUNE, **(finetuning or {})}
+    pretrain = {**PRETRAIN, **(pretrain or {})}
     return dict(n_folds=n_folds, sizes=list(sizes), config=config.to_dict(),
                 pretrain={**pretrain, "seed": shifted(pretrain["seed"])}, task={**TASK, **(task or {})},
-                finetune={**finetuning, "seed": shifted(finetuning["seed"])}, inits=INITS)
+                finetune=asdict(replace(finetuning, seed=shifted(finetuning.seed))), inits=INITS)
 
 
-def experiment_file(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, pretrain=None, task=None, finetuning=None):
+def experiment_file(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, pretrain=None, task=None,
+                    finetuning=FINETUNE):
     """Where `word_order_experiment` caches its result for these settings (the file exists once
     it has run)."""
     plays = _plays()
-    digest = _digest(_settings(n_folds, sizes, config, pretrain, task, finetuning),
-                     [plays[s]["text"] for s in sorted(plays)])
-    return cache_dir() / "finetune" / f"word_order_experiment-{digest}.json"
+    return digest_path("finetune/word_order_experiment", _settings(n_folds, sizes, config, pretrain, task, finetuning),
+                       [plays[s]["text"] for s in sorted(plays)], suffix=".json")
 
 
 def word_order_experiment(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, pretrain=None, task=None,
-                          finetuning=None, progress=True, device="cpu"):
+                          finetuning=FINETUNE, progress=True, device="cpu"):
     """For each split and each number of labelled examples in `sizes` (the first ones of the same
     training set), the test accuracy after fine-tuning from the split's pre-trained model and from
-    a fresh model of the same shape (INITS). Runs with the torch twin on `device`; cached as JSON
-    by its settings (`experiment_file`).
+    a fresh model of the same shape (INITS), fine-tuned as `finetuning` (a `FinetuneSettings`)
+    says. Runs with the torch twin on `device`; cached as JSON by its settings (`experiment_file`).
 
     Returns {"settings": ..., "rows": [{"split", "test_plays", "n_test", "pretrained": [accuracy
     per size], "scratch": [...]}, ...]}."""
@@ -275,7 +279,7 @@ def word_order_experiment(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, 
         return json.loads(path.read_text())
     from .torch_twin import GPT
 
-    task, tuning = settings["task"], settings["finetune"]
+    task, tuning = settings["task"], FinetuneSettings(**settings["finetune"])
     rows = []
     for fold in range(n_folds):
         train_slugs, test_slugs = split(fold, n_folds)
@@ -287,9 +291,9 @@ def word_order_experiment(n_folds=N_FOLDS, sizes=SIZES, config=PRETRAIN_CONFIG, 
             for n in sizes:
                 start = (pretrained(fold, n_folds, config=config, recipe=pretrain, progress=progress, device=device)
                          if init == "pretrained" else GPT(config, seed=settings["pretrain"]["seed"]))
-                model, head = classifier(start.to(device), seed=tuning["seed"])
+                model, head = classifier(start.to(device), seed=tuning.seed)
                 head.to(device)
-                finetune(model, head, x[:n], y[:n], progress=progress, **tuning)
+                finetune(model, head, x[:n], y[:n], tuning, progress=progress)
                 row[init].append(accuracy(model, head, x_test, y_test))
         rows.append(row)
     write_atomic(path, json.dumps({"settings": settings, "rows": rows}, indent=1))

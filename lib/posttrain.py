@@ -27,17 +27,19 @@ instruction tuning, LoRA and DPO, measured (chapter 9).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import string
 import time
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .assets import cache_dir
+from .assets import cache_dir, digest_path
 from .atomic import write_atomic
 from .cached import shifted
+from .data import shuffled_batches
+from .settings import LoopSettings, check_fields
 from .twins import as_model_ids, forward, twin_module, twin_of
 
 TEXT_VOCAB = 256                                  # bytes
@@ -52,11 +54,47 @@ TASKS = {"speaker": ("Who speaks?", "lines"),
          "words": ("How many words?", "plays"),
          "first_word": ("First word?", "plays")}
 TEST_LINES = 0.2                                  # the share of each training play's lines held out
+
+
+@dataclass(frozen=True)
+class SFTSettings(LoopSettings):
+    """How `sft` trains (`lib.settings.LoopSettings`), with AdamW's `weight_decay`."""
+    weight_decay: float
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_fields(self, non_negative=("weight_decay",))
+
+
+@dataclass(frozen=True)
+class LoRASettings:
+    """LoRA's adapters (`add_lora`: rank, and alpha, whose ratio to the rank scales them) and the
+    learning rate they train at."""
+    rank: int
+    alpha: float
+    lr: float
+
+    def __post_init__(self):
+        check_fields(self, counts=("rank",), positive=("alpha", "lr"))
+
+
+@dataclass(frozen=True)
+class DPOSettings(LoopSettings):
+    """How `dpo` trains (`lib.settings.LoopSettings`), at DPO's `beta`; `small_beta` is the beta
+    of the experiment's third DPO run (`experiment`)."""
+    beta: float
+    small_beta: float
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_fields(self, positive=("beta", "small_beta"))
+
+
 # The experiment's settings (sized to run in a few minutes on a 2-core CPU, once, then cached).
 DATA = dict(train_per_task=500, test_per_task=100, seed=0)
-SFT = dict(steps=300, batch_size=16, lr=2e-3, weight_decay=0.0, grad_clip=1.0, seed=0)
-LORA = dict(rank=8, alpha=16, lr=5e-3)
-DPO = dict(steps=80, batch_size=8, lr=3e-4, beta=0.1, small_beta=0.01, grad_clip=1.0, seed=0)
+SFT = SFTSettings(steps=300, batch_size=16, lr=2e-3, grad_clip=1.0, seed=0, weight_decay=0.0)
+LORA = LoRASettings(rank=8, alpha=16, lr=5e-3)
+DPO = DPOSettings(steps=80, batch_size=8, lr=3e-4, grad_clip=1.0, seed=0, beta=0.1, small_beta=0.01)
 
 
 # ---- the template -----------------------------------------------------------------------------
@@ -318,29 +356,25 @@ def dpo_loss(policy_chosen_logp, policy_rejected_logp, ref_chosen_logp, ref_reje
     return twin_module("numpy", "posttrain").dpo_loss(*arrays, beta)[0]
 
 
-def _batches(n, steps, batch_size, seed):
-    rng = np.random.default_rng(seed)
-    order = np.concatenate([rng.permutation(n) for _ in range(-(-steps * batch_size // n))])
-    return [order[s * batch_size:(s + 1) * batch_size] for s in range(steps)]
-
-
-def sft(model, pairs, mask_prompt=True, *, steps=600, batch_size=32, lr=1e-3, weight_decay=0.0, grad_clip=1.0,
-        seed=0, progress=True):
+def sft(model, pairs, settings, mask_prompt=True, *, progress=True):
     """Instruction-tune `model` (either twin; with LoRA layers, those only) on (prompt ids,
-    response ids) pairs: `steps` AdamW steps of the masked loss (every real token's loss without
-    mask_prompt), batches from shuffled passes, linear warmup over a tenth of the steps then
-    cosine decay to 0. Returns {"loss": one a step, "optimizer_bytes": AdamW's state at the end}."""
-    from .train import lr_at, progress_bar
+    response ids) pairs as `settings` (an `SFTSettings`) say: `steps` AdamW steps of the masked
+    loss (every real token's loss without mask_prompt), batches from shuffled passes, linear warmup
+    over a tenth of the steps then cosine decay to 0. Returns {"loss": one a step,
+    "optimizer_bytes": AdamW's state at the end}."""
+    from .progress import progress_bar
+    from .schedule import lr_at
 
     twin = twin_module(twin_of(model), "posttrain")
     x, y, mask = chat_batch(pairs, mask_prompt, model.config.n_ctx)
-    optimizer = twin.make_optimizer(model, lr, weight_decay)
+    s = settings
+    optimizer = twin.make_optimizer(model, s.lr, s.weight_decay)
     losses = []
-    with progress_bar(steps, "instruction tuning", disable=not progress) as bar:
-        for step, rows in enumerate(_batches(len(x), steps, batch_size, seed)):
-            lr_now = lr_at(step, lr, 0.0, max(1, steps // 10), steps)
+    with progress_bar(s.steps, "instruction tuning", disable=not progress) as bar:
+        for step, rows in enumerate(shuffled_batches(len(x), s.steps, s.batch_size, s.seed)):
+            lr_now = lr_at(step, s.lr, 0.0, max(1, s.steps // 10), s.steps)
             losses.append(twin.sft_step(model, optimizer, *(as_model_ids(model, a[rows]) for a in (x, y, mask)),
-                                        lr_now, grad_clip))
+                                        lr_now, s.grad_clip))
             bar.update(1)
     return {"loss": [float(loss) for loss in losses], "optimizer_bytes": optimizer_bytes(optimizer)}
 
@@ -351,26 +385,28 @@ def reference_logps(reference, triples):
                           ).reshape(2, -1).T
 
 
-def dpo(model, triples, ref_logp, *, beta=0.1, steps=200, batch_size=32, lr=1e-4, grad_clip=1.0, seed=0,
-        progress=True):
-    """DPO on (prompt, chosen, rejected) triples: `steps` AdamW steps, ref_logp (N, 2) the frozen
-    reference's log-probabilities of each chosen and rejected response (`reference_logps`; zeros
-    for DPO without a reference). Returns {"loss": one a step, "optimizer_bytes": AdamW's state}."""
-    from .train import lr_at, progress_bar
+def dpo(model, triples, ref_logp, settings, *, progress=True):
+    """DPO on (prompt, chosen, rejected) triples as `settings` (a `DPOSettings`) say: `steps` AdamW
+    steps at DPO's `beta`, ref_logp (N, 2) the frozen reference's log-probabilities of each chosen
+    and rejected response (`reference_logps`; zeros for DPO without a reference). Returns {"loss":
+    one a step, "optimizer_bytes": AdamW's state}."""
+    from .progress import progress_bar
+    from .schedule import lr_at
 
     twin = twin_module(twin_of(model), "posttrain")
     ref_logp = np.asarray(ref_logp, np.float64)
-    optimizer = twin.make_optimizer(model, lr, 0.0)
+    s = settings
+    optimizer = twin.make_optimizer(model, s.lr, 0.0)
     losses = []
-    with progress_bar(steps, "DPO", disable=not progress) as bar:
-        for step, rows in enumerate(_batches(len(triples), steps, batch_size, seed)):
+    with progress_bar(s.steps, "DPO", disable=not progress) as bar:
+        for step, rows in enumerate(shuffled_batches(len(triples), s.steps, s.batch_size, s.seed)):
             batch = [(triples[i][0], triples[i][1]) for i in rows] + [(triples[i][0], triples[i][2]) for i in rows]
             x, y, mask = chat_batch(batch)                  # (2B, T): chosen rows, then rejected rows
             ref = np.concatenate([ref_logp[rows, 0], ref_logp[rows, 1]])
-            lr_now = lr_at(step, lr, 0.0, max(1, steps // 10), steps)
+            lr_now = lr_at(step, s.lr, 0.0, max(1, s.steps // 10), s.steps)
             losses.append(twin.dpo_step(model, optimizer, *(as_model_ids(model, a) for a in (x, y, mask)),
-                                        ref if twin_of(model) == "numpy" else ref.astype(np.float32), beta,
-                                        lr_now, grad_clip))
+                                        ref if twin_of(model) == "numpy" else ref.astype(np.float32), s.beta,
+                                        lr_now, s.grad_clip))
             bar.update(1)
     return {"loss": [float(loss) for loss in losses], "optimizer_bytes": optimizer_bytes(optimizer)}
 
@@ -389,8 +425,9 @@ def optimizer_bytes(optimizer):
 def _settings():
     """The experiment's settings as it runs them: the seeds of its trainings shifted by the course
     seed (`lib.cached.shifted`; the small model it starts from is shifted where it is trained)."""
-    return dict(data=DATA, sft={**SFT, "seed": shifted(SFT["seed"])}, lora=LORA,
-                dpo={**DPO, "seed": shifted(DPO["seed"])}, tasks=TASKS, line_chars=LINE_CHARS, test_lines=TEST_LINES)
+    return dict(data=DATA, sft=asdict(replace(SFT, seed=shifted(SFT.seed))), lora=asdict(LORA),
+                dpo=asdict(replace(DPO, seed=shifted(DPO.seed))), tasks=TASKS, line_chars=LINE_CHARS,
+                test_lines=TEST_LINES)
 
 
 def experiment_file():
@@ -398,8 +435,7 @@ def experiment_file():
     digest of the settings and of the plays' text."""
     from .shakespeare import shakespeare_text
 
-    digest = hashlib.sha256(json.dumps(_settings(), sort_keys=True).encode() + shakespeare_text().encode())
-    return cache_dir() / "posttrain" / f"experiment-{digest.hexdigest()[:12]}.json"
+    return digest_path("posttrain/experiment", _settings(), shakespeare_text().encode(), suffix=".json")
 
 
 def _scores(model, data):
@@ -438,21 +474,21 @@ def experiment(progress=True, device="cpu"):
 
     began = time.perf_counter()
     settings = _settings()
-    tuning, preference = settings["sft"], settings["dpo"]
+    tuning, preference = SFTSettings(**settings["sft"]), DPOSettings(**settings["dpo"])
     data = instruction_data(**DATA)
     train_pairs, test_pairs = pairs_of(data["train"]), pairs_of(data["test"])
     train_triples = preference_pairs(data["train"], DATA["seed"])
-    base = add_chat_tokens(shakespeare_small("torch"), tuning["seed"]).to(device)
+    base = add_chat_tokens(shakespeare_small("torch"), tuning.seed).to(device)
     runs = {"base": _scores(base, data)}
     for name, mask_prompt, lora in (("sft", True, False), ("sft_no_mask", False, False), ("lora", True, True)):
         model = copy.deepcopy(base).train()
         twin = twin_module("torch", "posttrain")
         if lora:
-            twin.add_lora(model, LORA["rank"], LORA["alpha"])
+            twin.add_lora(model, LORA.rank, LORA.alpha)
         trainable = sum(p.numel() for _, p in twin.trainable_parameters(model))
         start = time.perf_counter()
-        history = sft(model, train_pairs, mask_prompt, progress=progress,
-                      **{**tuning, **({"lr": LORA["lr"]} if lora else {})})
+        history = sft(model, train_pairs, replace(tuning, lr=LORA.lr) if lora else tuning, mask_prompt,
+                      progress=progress)
         runs[name] = dict(loss=history["loss"], trainable=trainable, optimizer_bytes=history["optimizer_bytes"],
                           seconds=time.perf_counter() - start)
         if lora:
@@ -462,12 +498,12 @@ def experiment(progress=True, device="cpu"):
             reference = model
             model.save(sft_folder())                        # for sampling; atomic
     ref_logp = reference_logps(reference, train_triples)
-    for name, beta, with_ref in (("dpo", preference["beta"], True), ("dpo_no_ref", preference["beta"], False),
-                                 ("dpo_small_beta", preference["small_beta"], True)):
+    for name, beta, with_ref in (("dpo", preference.beta, True), ("dpo_no_ref", preference.beta, False),
+                                 ("dpo_small_beta", preference.small_beta, True)):
         model = copy.deepcopy(reference).train()
         start = time.perf_counter()
-        history = dpo(model, train_triples, ref_logp if with_ref else np.zeros_like(ref_logp), beta=beta,
-                      progress=progress, **{k: preference[k] for k in ("steps", "batch_size", "lr", "grad_clip", "seed")})
+        history = dpo(model, train_triples, ref_logp if with_ref else np.zeros_like(ref_logp),
+                      replace(preference, beta=beta), progress=progress)
         runs[name] = dict(loss=history["loss"], seconds=time.perf_counter() - start, beta=beta, reference=with_ref)
         runs[name].update(_scores(model, data), kl=kl_to(model.eval(), reference, test_pairs))
     result = {"settings": settings, "tasks": [it["task"] for it in data["test"]], "runs": runs,

@@ -15,11 +15,10 @@
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from .assets import cache_dir
+from .assets import digest_path
 from .cached import shifted
 from .config import TRAIN_PRESETS, GPTConfig, TrainConfig
 from .twins import default_twin, twin_module
@@ -41,13 +40,12 @@ def trained_folder(name, config, recipe, train_ids, val_ids=None, *, device="cpu
     instead of reusing a stale one. The recipe's seed is shifted by the course seed
     (`lib.cached.shifted`) before anything else, so another course seed trains a model of its own."""
     recipe = {**recipe, "seed": shifted(recipe["seed"])}
-    digest = hashlib.sha256(json.dumps([recipe, config.to_dict()]).encode())
-    digest.update(train_ids.tobytes())
-    if val_ids is not None:
-        digest.update(val_ids.tobytes())
-    folder = cache_dir() / f"{name}-{digest.hexdigest()[:12]}"
+    data = [ids.tobytes() for ids in (train_ids, val_ids) if ids is not None]
+    # the recipe's JSON keeps its keys in the recipe's order
+    folder = digest_path(name, json.dumps([recipe, config.to_dict()]).encode(), *data)
     if not (folder / "model.safetensors").is_file():
-        from .train import train, write_history
+        from .history import write_history
+        from .train import train
 
         twin = default_twin()
         if progress:

@@ -6,6 +6,7 @@ Tolerances are tests/test_model.py's: losses and logits within 1e-4 in float32; 
 tensor ||g_numpy - g_torch|| / ||g_torch|| <= 1e-4 in float32, <= 1e-8 in float64.
 """
 import importlib.util
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -180,7 +181,7 @@ def test_finetuning_learns_a_separable_task(twin):
     twin_ft = nf if twin == "numpy" else tf
     model, head = twin_ft.add_tokens(GPT(tiny()), 3), twin_ft.ClassifierHead(32, 3)
     x, y = examples(256)
-    history = ft.finetune(model, head, x, y, steps=80, batch_size=32, lr=3e-3, progress=False)
+    history = ft.finetune(model, head, x, y, replace(ft.FINETUNE, steps=80, batch_size=32, lr=3e-3), progress=False)
     assert len(history["loss"]) == 80 and history["step"][-1] == 80
     assert np.mean(history["cls_loss"][-4:]) < 0.5 * np.mean(history["cls_loss"][:4])
     x_new, y_new = examples(64)
@@ -198,7 +199,8 @@ def test_torch_finetuning_reads_the_device_after_its_steps_only(monkeypatch):
     reads, before_each_step = count_host_reads(monkeypatch), []
     step = tf.finetune_step
     monkeypatch.setattr(tf, "finetune_step", lambda *a: (before_each_step.append(len(reads)), step(*a))[1])
-    history = ft.finetune(model, head, x, rng.integers(0, 3, 16), steps=6, batch_size=4, progress=False)
+    history = ft.finetune(model, head, x, rng.integers(0, 3, 16), replace(ft.FINETUNE, steps=6, batch_size=4),
+                          progress=False)
     assert len(before_each_step) == 6 and len(set(before_each_step)) == 1, before_each_step
     assert all(isinstance(v, float) and np.isfinite(v) for v in history["loss"])
 
@@ -224,10 +226,18 @@ def test_bad_finetune_arguments():
     x = np.zeros((4, 6), np.int64)
     with pytest.raises(ValueError, match=r"labels \(N,\) with N >= 1, got \(4, 6\) and \(3,\)"):
         ft.finetune(model, head, x, np.zeros(3, np.int64), progress=False)
-    with pytest.raises(ValueError, match="lm_weight must be >= 0, got -1"):
-        ft.finetune(model, head, x, np.zeros(4, np.int64), lm_weight=-1, progress=False)
-    with pytest.raises(ValueError, match="steps must be an integer >= 1, got 0"):
-        ft.finetune(model, head, x, np.zeros(4, np.int64), steps=0, progress=False)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("lm_weight", -1, "lm_weight must be a number >= 0, got -1"),
+    ("steps", 0, "steps must be an integer >= 1, got 0"),
+    ("batch_size", 2.0, "batch_size must be an integer >= 1, got 2.0"),
+    ("lr", 0.0, r"lr must be a number > 0, got 0.0"),
+    ("warmup_frac", 1.5, r"warmup_frac must be a number in \[0, 1\], got 1.5"),
+    ("seed", -1, "seed must be an integer >= 0, got -1")])
+def test_bad_finetune_settings_fail_where_they_are_built(field, value, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        replace(ft.FINETUNE, **{field: value})
 
 
 def test_pretrained_is_trained_once_and_cached(tmp_path, monkeypatch):
@@ -256,7 +266,7 @@ def test_experiment_runs_once_and_is_cached(tmp_path, monkeypatch):
     reads the file that the first wrote; other settings, another file."""
     monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
     options = dict(sizes=(2, 4), config=tiny(n_ctx=16, n_layer=1), pretrain=dict(max_iters=2, batch_size=2),
-                   task=dict(passage_len=12, test_passages=4), finetuning=dict(steps=2, batch_size=2))
+                   task=dict(passage_len=12, test_passages=4), finetuning=replace(ft.FINETUNE, steps=2, batch_size=2))
     assert not ft.experiment_file(**options).exists()
     result = ft.word_order_experiment(progress=False, **options)
     assert ft.experiment_file(**options).is_file()

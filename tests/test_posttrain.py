@@ -11,6 +11,7 @@ difference's error is of order step^2 times the third derivative).
 """
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -265,12 +266,13 @@ def test_the_dpo_and_sft_steps_lower_their_losses_in_both_twins():
     for twin in ("numpy", "torch"):
         GPT = nt.GPT if twin == "numpy" else tt.GPT
         model = GPT(config, seed=0)
-        history = pt.sft(model, [(p, c) for p, c, _ in triples], steps=80, batch_size=4, lr=1e-2, progress=False)
+        history = pt.sft(model, [(p, c) for p, c, _ in triples], replace(pt.SFT, steps=80, batch_size=4, lr=1e-2),
+                         progress=False)
         assert history["loss"][-1] < 0.5 * history["loss"][0], twin
         assert history["optimizer_bytes"] == 2 * 4 * sum(int(np.prod(s)) for s in
                                                          (p.shape for _, p in model.named_parameters()))
         ref = pt.reference_logps(model, triples)
-        dpo = pt.dpo(model, triples, ref, beta=0.5, steps=20, batch_size=4, lr=1e-3, progress=False)
+        dpo = pt.dpo(model, triples, ref, replace(pt.DPO, beta=0.5, steps=20, batch_size=4, lr=1e-3), progress=False)
         assert abs(dpo["loss"][0] - math.log(2)) < 1e-3 and dpo["loss"][-1] < 0.5, twin   # starts at log 2
 
 
@@ -315,7 +317,7 @@ def test_exact_match_is_greedy_decoding_to_end():
     for twin in ("numpy", "torch"):
         model = (nt.GPT if twin == "numpy" else tt.GPT)(config, seed=0)
         pairs = a_batch(3)
-        pt.sft(model, pairs, steps=40, batch_size=3, lr=3e-3, progress=False)
+        pt.sft(model, pairs, replace(pt.SFT, steps=40, batch_size=3, lr=3e-3), progress=False)
         model.eval()
         matched = pt.exact_match(model, pairs)
         lines = [pt.render(prompt[len("<Say:") + 1:-1]) for prompt, _ in pairs]
@@ -355,8 +357,8 @@ def test_the_experiment_runs_and_caches_at_a_tiny_size(tmp_path, monkeypatch):
     monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
     monkeypatch.setattr(lib.pretrained, "shakespeare_small", lambda twin="numpy": tt.GPT(GPTConfig.small(), seed=0))
     monkeypatch.setattr(pt, "DATA", dict(train_per_task=8, test_per_task=4, seed=0))
-    monkeypatch.setattr(pt, "SFT", {**pt.SFT, "steps": 3, "batch_size": 4})
-    monkeypatch.setattr(pt, "DPO", {**pt.DPO, "steps": 2, "batch_size": 2})
+    monkeypatch.setattr(pt, "SFT", replace(pt.SFT, steps=3, batch_size=4))
+    monkeypatch.setattr(pt, "DPO", replace(pt.DPO, steps=2, batch_size=2))
     result = pt.experiment(progress=False)
     runs = result["runs"]
     assert set(runs) == {"base", "sft", "sft_no_mask", "lora", "dpo", "dpo_no_ref", "dpo_small_beta"}
@@ -368,3 +370,15 @@ def test_the_experiment_runs_and_caches_at_a_tiny_size(tmp_path, monkeypatch):
     assert all(runs[n]["kl"] >= 0 for n in ("dpo", "dpo_no_ref", "dpo_small_beta"))
     assert pt.experiment_file().is_file() and pt.experiment(progress=False) == result       # read from the cache
     assert pt.sft_model("numpy").config.vocab_size == 259
+
+
+@pytest.mark.parametrize("settings, field, value, message", [
+    ("SFT", "steps", 0, "steps must be an integer >= 1, got 0"),
+    ("SFT", "weight_decay", -0.1, "weight_decay must be a number >= 0, got -0.1"),
+    ("LORA", "rank", 2.5, "rank must be an integer >= 1, got 2.5"),
+    ("LORA", "alpha", 0, "alpha must be a number > 0, got 0"),
+    ("DPO", "beta", -1.0, "beta must be a number > 0, got -1.0"),
+    ("DPO", "seed", None, "seed must be an integer >= 0, got None")])
+def test_bad_training_settings_fail_where_they_are_built(settings, field, value, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        replace(getattr(pt, settings), **{field: value})
