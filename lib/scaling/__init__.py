@@ -1,0 +1,7 @@
+"""Chapter 11's library (scale): the GPT family as data, training compute, a fitted scaling law, in-context learning's measures.
+
+- `family`: GPT-1, GPT-2's four sizes and GPT-3's eight as GPTConfigs with their published figures;
+  parameter counts beside the papers'; training compute C = 6 N D in FLOPs and PF-days.
+"""
+from .family import (FAMILY, GPT1, GPT2, GPT3, GPT3_TRAIN_PF_DAYS, Published, count_check, member,
+                     non_embedding_params, param_count, pf_days, train_compute, train_flops)
