@@ -167,7 +167,7 @@ def evaluate(model, tokenizer, items, neutral=None, progress=False, max_logits=2
     Items go through the model several at a time (`score_questions`), as many as keep one pass's
     logits under max_logits (rows x n_ctx x vocabulary: 2**24 float32 are 64 MB); a model with
     GPT-2's vocabulary and window reads one item a pass."""
-    from .train import progress_bar
+    from .progress import progress_bar
 
     if not items:
         raise ValueError("items is empty: expected at least one item to evaluate")

@@ -22,7 +22,7 @@ def dropout_runs(progress=True) -> dict[float, dict]:
     """{dropout: loss history} for each rate in DROPOUTS (see `lib.train.train` for the history's
     keys), each run trained on first use and cached."""
     from .data import load_corpus
-    from .train import read_history
+    from .history import read_history
 
     train_ids, val_ids = load_corpus("shakespeare", "byte")
     return {p: read_history(trained_folder(f"overfitting/dropout-{p}", GPTConfig.small(dropout=p), RECIPE,

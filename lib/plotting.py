@@ -17,7 +17,7 @@ def plot_losses(history, ax=None, label=None, window=50):
     import matplotlib.pyplot as plt
 
     if not isinstance(history, dict):
-        from .train import read_history
+        from .history import read_history
         history = read_history(history)
     if ax is None:
         ax = plt.subplots(figsize=(7, 4))[1]

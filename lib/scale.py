@@ -9,9 +9,9 @@ on a CPU too, so that every GPU branch can run where there is no GPU (CI):
   fused kernel and `scaled_dot_product_attention` are the same calls on both devices.
 What only CUDA can run stays in three places (tests/test_gpu_on_cpu.py keeps torch.cuda out of
 the rest of lib and out of the notebooks): this module (`cuda`, `where`, `synchronize`);
-`lib/torch_twin/train.py`, in `Trainer` the lines marked "CUDA only" (the current device, TF32,
-pinned-memory batches, the CUDA RNG state), the dtype chosen from the compute capability in
-`precision` and NCCL in `init_distributed`; and the GPU's peak FLOP/s in `lib/bench/gpu.py`.
+`lib/torch_twin/gpu.py`, the torch Trainer's device side: the lines marked "CUDA only" (the
+current device, TF32, pinned-memory batches, the CUDA RNG state), the dtype chosen from the
+compute capability in `precision` and NCCL in `init_distributed`; and the GPU's peak FLOP/s in `lib/bench/gpu.py`.
 """
 import os
 

@@ -1,11 +1,12 @@
 """Pretraining, the same loop for both twins (no framework here; torch loads only for its twin).
 
-- `lr_at(step, ...)`: linear warmup, then cosine decay to a floor.
 - `train(model, train_data, val_data, config)`: the loop, trained as a `lib.config.TrainConfig`
   says. It draws batches, asks the model's twin
-  (`lib.numpy_twin.train.Trainer` or `lib.torch_twin.train.Trainer`) for each optimizer step,
-  validates every `eval_interval` steps, checkpoints (`lib.checkpoint`), resumes, stops on a
-  NaN or infinite loss, and returns the loss history (also written to `out/history.json`).
+  (`lib.numpy_twin.train.Trainer` or `lib.torch_twin.train.Trainer`) for each optimizer step at
+  the rate of the schedule (`lib.schedule.lr_at`), validates every `eval_interval` steps,
+  checkpoints (`lib.checkpoint`), resumes, stops on a NaN or infinite loss, and returns the loss
+  history (`lib.history`; also written to `out/history.json`), the steps' losses read from the
+  device as the progress bar redraws (`lib.progress`).
 - `evaluate_loss(model, ids)`: a model's mean cross-entropy over a whole token array (either
   twin, no dropout); `perplexity(model, ids)` is its exponential (each twin's `perplexity(loss)`
   is that exponential alone).
@@ -32,12 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from . import checkpoint
-from .atomic import write_atomic
 from .config import TrainConfig
+from .history import new_history, write_history
+from .progress import QueuedLosses, progress_bar
+from .schedule import lr_at
 from .twins import TWINS, as_model_ids, default_twin, twin_module, twin_of
-
-HISTORY_FILE = "history.json"
-READ_SECONDS = 1.0  # read queued losses at least this often: the progress bar redraws at most once a second
 
 # Settings of `python -m lib.train --recipe NAME`; options given on the command line win.
 # "gpt2": GPT-2 Small (124M, GPT-2's tokenizer) trained as `TrainConfig.gpt2()` says, its 2^19
@@ -52,18 +52,6 @@ RECIPES = {
 }
 
 
-def lr_at(step: int, lr: float, min_lr: float, warmup_iters: int, max_iters: int) -> float:
-    """Learning rate of step `step` (0-based): lr * (step + 1) / warmup_iters while warming up,
-    then min_lr + (lr - min_lr) * (1 + cos(pi * progress)) / 2 with progress going from 0 at
-    the end of warmup to 1 at max_iters, and min_lr from there on."""
-    if step < warmup_iters:
-        return lr * (step + 1) / warmup_iters
-    if step >= max_iters:
-        return min_lr
-    progress = (step - warmup_iters) / max(1, max_iters - warmup_iters)
-    return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
 def _check_data(name, data, vocab_size, batch_size, block_size):
     """A 1-D array of token ids below vocab_size holding at least one batch of B x T tokens."""
     if np.ndim(data) != 1 or not np.issubdtype(np.asarray(data[:0]).dtype, np.integer):
@@ -75,19 +63,6 @@ def _check_data(name, data, vocab_size, batch_size, block_size):
     if top >= vocab_size:
         raise ValueError(f"{name} holds token id {top}, but the model's vocab_size is {vocab_size} "
                          f"(was the data made with another tokenizer?)")
-
-
-def new_history(tokens_per_step):
-    return {"step": [], "train_loss": [], "lr": [], "grad_norm": [], "eval_step": [], "eval_train_loss": [],
-            "val_loss": [], "tokens_per_step": tokens_per_step, "train_seconds": 0.0, "seconds": 0.0}
-
-
-def progress_bar(total, desc, **options):
-    """A notebook-aware tqdm bar of `total` steps that redraws at most once a second. In a
-    notebook every redraw is a kernel message; at tqdm's default ten a second, a long cell sends
-    more than ZMQ queues while nbval waits for the cell, and nbval loses the cell's end."""
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, unit="step", mininterval=1.0, **options)
 
 
 def train(model, train_data, val_data=None, config=TrainConfig(), *, out=None, resume=False, callback=None,
@@ -139,43 +114,6 @@ def train(model, train_data, val_data=None, config=TrainConfig(), *, out=None, r
     return run.history
 
 
-class QueuedLosses:
-    """The steps whose loss and gradient norm the host has not read yet. The torch twin leaves
-    each step's on the device (a GPU would idle while the host reads a number every step); `read`
-    moves all of them into the history in one transfer, when the loop reports, and at least every
-    READ_SECONDS. skips_overflow: the trainer skipped each step whose gradient overflowed
-    (float16's GradScaler), so a non-finite norm is recorded as it is, and only a non-finite loss
-    is wrong."""
-
-    def __init__(self, history, skips_overflow):
-        self.history, self.skips_overflow = history, skips_overflow
-        self.steps, self.read_at = [], time.perf_counter()
-
-    def add(self, step, loss, lr, norm):
-        self.steps.append((step, loss, lr, norm))
-
-    def due(self):
-        """Whether READ_SECONDS have passed since the last read (the progress bar's redraws)."""
-        return time.perf_counter() - self.read_at >= READ_SECONDS
-
-    def read(self):
-        """Append the queued steps to the history and empty the queue. Returns None, or (step,
-        what is wrong) for the first non-finite step, recording only the steps before it."""
-        steps, self.steps, self.read_at = self.steps, [], time.perf_counter()
-        values = [v for _, loss, _, norm in steps for v in (loss, norm)]
-        if values and hasattr(values[0], "detach"):          # 0-d tensors; float64 holds float32 exactly
-            import torch
-            values = torch.stack([v.double() for v in values]).tolist()
-        for (step, _, lr, _), loss, norm in zip(steps, values[::2], values[1::2]):
-            if not math.isfinite(loss):
-                return step, f"the loss is {loss}"
-            if not math.isfinite(norm) and not self.skips_overflow:
-                return step, f"the gradient norm is {norm}"
-            for key, value in (("step", step), ("train_loss", loss), ("lr", lr), ("grad_norm", norm)):
-                self.history[key].append(value)
-        return None
-
-
 class _Run:
     """One call of `train`: the twin's trainer, the batch stream, the fixed evaluation batches,
     the history, the queued losses and the progress bar, with the loop's four actions: read the
@@ -190,8 +128,7 @@ class _Run:
         world_size = int(os.environ.get("WORLD_SIZE", 1)) if self.twin == "torch" else 1
         step_batch = c.batch_size * c.grad_accum * world_size   # windows per optimizer step, all processes
         _check_run(model, train_data, val_data, c, step_batch, out, resume)
-        self.trainer = twin_module(self.twin, "train").Trainer(model, c.lr, c.betas, c.weight_decay, c.grad_clip,
-                                                               c.device, c.dtype, c.compile, seed=c.seed)
+        self.trainer = twin_module(self.twin, "train").Trainer(model, c)
         main = self.trainer.rank == 0
         self.saves = out is not None and main
         self.sampler = BatchSampler(train_data, step_batch, c.block_size, c.seed)
@@ -325,17 +262,6 @@ def my_micro_batches(x, y, rank, batch_size, grad_accum):
     first = rank * batch_size * grad_accum
     return [(x[i:i + batch_size], y[i:i + batch_size])
             for i in range(first, first + batch_size * grad_accum, batch_size)]
-
-
-def write_history(out, history):
-    """history.json in `out`, replaced atomically (a reader never sees half a file)."""
-    write_atomic(Path(out) / HISTORY_FILE, json.dumps(history))
-
-
-def read_history(path):
-    """A history written by `train` (history.json, or the folder holding it)."""
-    path = Path(path)
-    return json.loads((path / HISTORY_FILE if path.is_dir() else path).read_text())
 
 
 # ---- command line ------------------------------------------------------------------------------

@@ -16,12 +16,12 @@ import numpy as np
 import lib
 from lib import numpy_twin as nt
 from lib.allocator import keep_freed_memory
-from lib.config import GPTConfig
+from lib.config import GPTConfig, TrainConfig
 from lib.data import get_batch
 cfg = GPTConfig.small()
 model = nt.GPT(cfg)
 if sys.argv[1] == "trainer":
-    trainer = nt.Trainer(model, 1e-3, (0.9, 0.95), 0.1, 1.0)
+    trainer = nt.Trainer(model, TrainConfig(lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0))
     step = lambda batch: trainer.step([batch], 1e-3)
 else:                                  # the same step without the Trainer: lib imported, nothing tuned
     optimizer = nt.AdamW(model.named_parameters(), 1e-3, (0.9, 0.95), weight_decay=0.1)

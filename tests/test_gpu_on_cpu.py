@@ -4,8 +4,8 @@
   each takes its GPU branch at tiny sizes (nbval and the book build run the CPU branch); the
   three that tests/test_colab_run.py runs in its Colab environment under the switch run there;
 - no notebook decides its scale or device by asking torch itself, so the switch reaches all of them;
-- in lib, only lib/scale.py and the torch twin's Trainer (the lines marked "CUDA only") and the
-  GPU benchmark call torch.cuda: what only CUDA can run is kept in those few named places;
+- in lib, only lib/scale.py and the torch Trainer's device side (lib/torch_twin/gpu.py, the
+  lines marked "CUDA only") and the GPU benchmark call torch.cuda: what only CUDA can run is kept in those few named places;
 - `python -m lib.bench gpu` runs its training (with torch.compile) and bf16 decoding code.
 """
 import json
@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 ALL_NOTEBOOKS = sorted(path for folder in ("chapters", "exercises", "solutions") for path in (ROOT / folder).glob("*.ipynb"))
 ASKS_TORCH = re.compile(r"torch\.cuda\.(is_available|synchronize|get_device_name|get_device_capability)\b")
-# Where lib may call torch.cuda: the switch itself, the Trainer's CUDA-only lines, the GPU benchmark.
-CUDA_PLACES = {"lib/scale.py", "lib/torch_twin/train.py", "lib/bench/gpu.py"}
+# Where lib may call torch.cuda: the switch itself, the torch Trainer's device side (its CUDA-only
+# lines), the GPU benchmark.
+CUDA_PLACES = {"lib/scale.py", "lib/torch_twin/gpu.py", "lib/bench/gpu.py"}
 
 
 def code(path):

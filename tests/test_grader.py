@@ -961,7 +961,7 @@ def test_attention_reference_agrees_with_lib(hidden):
 def test_optimizer_reference_agrees_with_lib(hidden):
     from grader.conventions import drive_adamw
     from lib.numpy_twin.train import AdamW, cross_entropy
-    from lib.train import lr_at
+    from lib.schedule import lr_at
 
     ref = hidden["ch5_optimizer"].REFERENCE
     rng = np.random.default_rng(0)

@@ -18,7 +18,9 @@ from lib import torch_twin as tt
 from lib.config import GPTConfig, TrainConfig
 from lib.scale import gpu_on_cpu, gpu_or_tiny, gpu_scale
 from lib.shards import write_shards
-from lib.train import RECIPES, _grad_accum, lr_at, main, parse_args, read_history, train
+from lib.history import read_history
+from lib.schedule import lr_at
+from lib.train import RECIPES, _grad_accum, main, parse_args, train
 
 F64 = 1e-10
 TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--block-size", "16", "--batch-size", "2",
@@ -116,7 +118,8 @@ def test_gpu_configuration_on_the_cpu_is_one_switch(monkeypatch):
 
 
 def test_the_trainer_takes_its_gpu_paths_on_the_cpu_under_the_switch(monkeypatch):
-    from lib.torch_twin.train import Trainer, precision
+    from lib.torch_twin.gpu import precision
+    from lib.torch_twin.train import Trainer
 
     config = GPTConfig(vocab_size=100, n_ctx=16, n_layer=1, n_head=2, n_embd=32)   # pads to 128
     ids = (np.arange(3000) % 90).astype(np.uint16)
@@ -126,7 +129,8 @@ def test_the_trainer_takes_its_gpu_paths_on_the_cpu_under_the_switch(monkeypatch
     cpu = torch.device("cpu")
     assert precision(cpu, None) == (torch.bfloat16, False) and precision(cpu, "float16") == (torch.float16, True)
     model = tt.GPT(config, seed=0)
-    trainer = Trainer(model, 6e-4, (0.9, 0.95), 0.1, 1.0, device="cpu", dtype="float16")
+    trainer = Trainer(model, TrainConfig(lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0, device="cpu",
+                                         dtype="float16"))
     with trainer.autocast():
         assert trainer.compute(torch.zeros(1, 4, dtype=torch.long)).dtype == torch.float16
     assert trainer.scaler is not None and "lm_head" in vars(model)             # the padded head is in place

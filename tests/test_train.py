@@ -25,9 +25,11 @@ from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.checkpoint import latest_checkpoint, load_checkpoint
 from lib.config import GPTConfig, TrainConfig, uses_weight_decay
-import lib.train
+import lib.progress
+from lib.history import read_history
+from lib.schedule import lr_at
 from lib.torch_twin.train import queue_step
-from lib.train import evaluate_loss, lr_at, main, perplexity, read_history, train
+from lib.train import evaluate_loss, main, perplexity, train
 
 F64 = 1e-10
 
@@ -299,7 +301,7 @@ def count_host_reads(monkeypatch):
 def test_torch_training_reads_the_device_at_reports_only(dtype, monkeypatch):
     if dtype == "float16":                                  # with a GradScaler, as on a T4
         monkeypatch.setenv("GPT2_COURSE_GPU_ON_CPU", "1")
-    monkeypatch.setattr(lib.train, "READ_SECONDS", math.inf)  # no report by the clock
+    monkeypatch.setattr(lib.progress, "READ_SECONDS", math.inf)  # no report by the clock
     reads, counts = count_host_reads(monkeypatch), []
     for n in (2, 8):                                        # evaluations at 0 and n, one read of the losses
         model = tt.GPT(tiny(), seed=0)
@@ -314,7 +316,7 @@ def test_torch_training_reads_the_device_at_reports_only(dtype, monkeypatch):
 def test_a_callback_reads_the_device_at_its_own_steps_only(monkeypatch):
     """callback_every=k: the queued losses are read at each call, so a run of 2k steps reads
     as often as a run of 8k steps with k four times larger."""
-    monkeypatch.setattr(lib.train, "READ_SECONDS", math.inf)  # no report by the clock
+    monkeypatch.setattr(lib.progress, "READ_SECONDS", math.inf)  # no report by the clock
     reads, counts = count_host_reads(monkeypatch), []
     for n in (4, 16):
         model = tt.GPT(tiny(), seed=0)
@@ -552,7 +554,7 @@ def test_shakespeare_small_trains_once_then_loads_from_the_cache(tmp_path, monke
 
 # ---- pieces of the GPU path that run anywhere ------------------------------------------------------
 def test_padded_vocabulary_gives_the_same_logits_and_gradients():
-    from lib.torch_twin.train import pad_vocab
+    from lib.torch_twin.gpu import pad_vocab
 
     model = tt.GPT(tiny(vocab_size=61), seed=2)              # 61 -> 64 rows inside the head
     x = torch.tensor(batch(3, V=61)[0])
@@ -577,7 +579,7 @@ def test_padded_vocabulary_gives_the_same_logits_and_gradients():
     ((7, 5), "float32", (None, False)),
 ])
 def test_precision_follows_compute_capability(capability, dtype, expected, monkeypatch):
-    from lib.torch_twin.train import precision
+    from lib.torch_twin.gpu import precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
@@ -585,7 +587,7 @@ def test_precision_follows_compute_capability(capability, dtype, expected, monke
 
 
 def test_precision_on_the_cpu_is_float32_and_refuses_half():
-    from lib.torch_twin.train import precision
+    from lib.torch_twin.gpu import precision
 
     assert precision(torch.device("cpu"), None) == (None, False)
     with pytest.raises(ValueError, match="dtype='float16' needs a CUDA device"):

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .. import torch_twin as tt
-from ..config import GPTConfig
+from ..config import GPTConfig, TrainConfig
 from ..scale import cuda, device, gpu_or_tiny, gpu_scale, synchronize, where
 from .decode import agreement, hf_model
 
@@ -60,7 +60,8 @@ def train_speed(steps: int, batch: int, compile: bool) -> dict:
     cfg = config()
     T = cfg.n_ctx
     model = tt.GPT(cfg)
-    trainer = tt.Trainer(model, 6e-4, (0.9, 0.95), 0.1, 1.0, device=device(), compile=compile)
+    trainer = tt.Trainer(model, TrainConfig(lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, grad_clip=1.0,
+                                            device=device(), compile=compile))
     rng = np.random.default_rng(0)
     batches = [[(rng.integers(0, cfg.vocab_size, (batch, T)),) * 2] for _ in range(steps + 5)]  # x as y: speed only
     def steps_of(some):

@@ -56,12 +56,13 @@ def timing(reps):
 
     cfg = GPTConfig.small()
     nano = dataclasses.replace(cfg, vocab_size=65, bias=False, activation="gelu_exact")
-    settings = (RECIPE["lr"], RECIPE["betas"], RECIPE["weight_decay"], RECIPE["grad_clip"])
-    trainers = {"numpy": numpy_twin.Trainer(numpy_twin.GPT(cfg), *settings),
-                "torch": torch_twin.Trainer(torch_twin.GPT(cfg), *settings, device="cpu"),
+    settings = TrainConfig(**RECIPE)
+    on_cpu = dataclasses.replace(settings, device="cpu")
+    trainers = {"numpy": numpy_twin.Trainer(numpy_twin.GPT(cfg), settings),
+                "torch": torch_twin.Trainer(torch_twin.GPT(cfg), on_cpu),
                 # nanoGPT's choices for its CPU run (no biases, erf GELU, 65 characters): tells
                 # whether a gap to its ~34 ms comes from the model or from the machine
-                "torch, nanoGPT's choices": torch_twin.Trainer(torch_twin.GPT(nano), *settings, device="cpu")}
+                "torch, nanoGPT's choices": torch_twin.Trainer(torch_twin.GPT(nano), on_cpu)}
     rng = np.random.default_rng(1)
 
     def step(twin):                                          # a random batch, one training step

@@ -2,8 +2,8 @@
 
 Every number on a diagram is read from lib when it is drawn: `GPTConfig.gpt2()`, `param_counts`,
 `param_shapes` and `kv_cache_bytes` (lib.config), merges that lib's tokenizer learns, the training
-recipe's defaults and `lr_at` (lib.train), the fine-tuning task (lib.finetune), RoPE's angles
-(`rope_cos_sin`). A chapter shows one with `draw(name)`: the cell's output is an <img> holding the
+recipe's defaults (lib.train) and `lr_at` (lib.schedule), the fine-tuning task (lib.finetune),
+RoPE's angles (`rope_cos_sin`). A chapter shows one with `draw(name)`: the cell's output is an <img> holding the
 SVG and its alt text, which Jupyter, Colab and the built book display, offline (lib/diagrams/svg.py
 has the drawing kit, the palette and the type style).
 

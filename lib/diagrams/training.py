@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import train
 from ..config import GPTConfig, param_counts
+from ..schedule import lr_at
 from .svg import MUTED, SMALL, Canvas, fill_of
 
 
@@ -62,7 +63,7 @@ def lr_schedule():
         return x0 + w * step / steps, y0 + h * (1 - value / lr)
 
     c.line((x0, y0), (x0, y0 + h), (x0 + w, y0 + h), width=1.2)
-    points = [at(s, train.lr_at(s, lr, min_lr, warmup, steps)) for s in range(0, steps + 1, max(1, steps // 400))]
+    points = [at(s, lr_at(s, lr, min_lr, warmup, steps)) for s in range(0, steps + 1, max(1, steps // 400))]
     c.line(at(0, 0), *points, color=fill_of("data", 1.0), width=2.6)
     for value, name, x, anchor in ((lr, "lr", x0 - 8, "end"), (min_lr, "min_lr", x0 + w + 8, "start")):
         c.line(at(0, value), at(steps, value), width=1, dash=True, color=MUTED)
@@ -78,7 +79,7 @@ def lr_schedule():
     c.text(warmup_x + 60, warmup_y + 30, f"linear warmup over {warmup:,} steps, up to lr", size=SMALL,
            anchor="start")
     step = int(0.7 * steps)
-    curve_x, curve_y = at(step, train.lr_at(step, lr, min_lr, warmup, steps))
+    curve_x, curve_y = at(step, lr_at(step, lr, min_lr, warmup, steps))
     c.arrow((curve_x + 50, y0 + 62), (curve_x + 4, curve_y - 8))
     c.text(curve_x + 50, y0 + 50, "half a cosine, down to min_lr", size=SMALL)
     alt = (f"The learning-rate schedule of lib.train's GPT-2 recipe, learning rate against step. It rises in a "

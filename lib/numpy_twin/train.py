@@ -155,23 +155,24 @@ def estimate_loss(model, batches):
 
 class Trainer:
     """What the framework-free loop in `lib.train` asks of a twin: a step, an evaluation, and
-    the optimizer's state for checkpoints. The numpy twin runs in one process on the CPU."""
+    the optimizer's state for checkpoints, for `model` trained as `config` (a
+    `lib.config.TrainConfig`) says: AdamW's lr, betas and weight_decay, grad_clip, and the seed
+    of dropout's masks. The numpy twin runs in one process on the CPU: device, dtype and compile
+    must stay at their defaults."""
     rank, world_size, skips_overflow = 0, 1, False
 
-    def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False,
-                 seed=None):
+    def __init__(self, model, config):
         model_dtype = next(p for _, p in model.named_parameters()).dtype.name
-        if device not in (None, "cpu"):
-            raise ValueError(f"the numpy twin runs on the CPU only; got device={device!r} (use --twin torch)")
-        if dtype not in (None, model_dtype):
+        if config.device not in (None, "cpu"):
+            raise ValueError(f"the numpy twin runs on the CPU only; got device={config.device!r} (use --twin torch)")
+        if config.dtype not in (None, model_dtype):
             raise ValueError(f"the numpy twin computes in the model's own dtype ({model_dtype}); "
-                             f"got dtype={dtype!r} (mixed precision needs --twin torch)")
-        if compile:
+                             f"got dtype={config.dtype!r} (mixed precision needs --twin torch)")
+        if config.compile:
             raise ValueError("compile=True needs the torch twin (torch.compile)")
-        self.model, self.grad_clip = model.train(), grad_clip
-        if seed is not None:
-            model.seed_dropout(seed)                         # dropout's masks follow the run's seed
-        self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
+        self.model, self.grad_clip = model.train(), config.grad_clip
+        model.seed_dropout(config.seed)                      # dropout's masks follow the run's seed
+        self.optimizer = AdamW(model.named_parameters(), config.lr, config.betas, weight_decay=config.weight_decay)
         keep_freed_memory()                                  # each step's temporaries reuse freed memory
 
     def step(self, micro_batches, lr):

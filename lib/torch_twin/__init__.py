@@ -1,8 +1,10 @@
 """The torch twin: every component of GPT-2 in torch, fast and GPU-ready (autograd does backward).
 
-Mirrors lib.numpy_twin name for name; never imports it. Two modules have no numpy twin:
-`sampling`, lib.sampling's steps in torch (the next token chosen on the model's device), and
-`cpu_decode`, the weights' layout for decoding on a CPU.
+Mirrors lib.numpy_twin name for name; never imports it. Three modules have no numpy twin:
+`sampling`, lib.sampling's steps in torch (the next token chosen on the model's device),
+`cpu_decode`, the weights' layout for decoding on a CPU, and `gpu`, the device side of training
+(GPU precision, the process group, DistributedDataParallel), which the numpy twin, one process on
+the CPU, does not have.
 """
 from .model import (GPT, MLP, Block, CausalSelfAttention, Embedding, KVCache, LayerNorm, Linear,
                      gelu, gelu_exact, relu, softmax)

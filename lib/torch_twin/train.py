@@ -1,5 +1,6 @@
 """Training pieces of the torch twin: the loss, AdamW, gradient clipping, one step, and the
-device side (GPU precision, DistributedDataParallel).
+Trainer that `lib.train` drives (its device side, GPU precision and DistributedDataParallel, is
+`lib/torch_twin/gpu.py`).
 
 Read it beside `lib/numpy_twin/train.py`: same names, same order; autograd replaces the
 hand-written gradients. Three more: `named_grads` (the {name: gradient} dict that the numpy
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 
 import numpy as np
 import torch
@@ -21,9 +21,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from ..config import uses_weight_decay
-from ..scale import gpu_on_cpu
 from ..dropout import eval_mode
-from .model import replace_head
+from .gpu import DeviceSide
 
 
 def cross_entropy(logits, targets):
@@ -181,103 +180,32 @@ def estimate_loss(model, batches, autocast=contextlib.nullcontext):
     return torch.stack(losses).double().mean().item()
 
 
-# ---- the device side ----------------------------------------------------------------------------
-def pad_vocab(model, multiple=64):
-    """GPU compute path only, as a context: within it the tied head multiplies by wte padded with
-    zero rows to a multiple of `multiple` (50,257 -> 50,304: shapes the tensor cores like), then
-    drops the padded logits (model.py's `replace_head`). The stored weights, checkpoints and
-    sampled ids keep vocab_size rows."""
-    V = model.config.vocab_size
-    pad = -V % multiple
-
-    def lm_head(hidden):                                     # (B, T, C)
-        w = F.pad(model.wte.weight, (0, 0, 0, pad))          # (V + pad, C)
-        return (hidden @ w.T)[..., :V]                       # (B, T, V)
-    return replace_head(model, lm_head) if pad else contextlib.nullcontext()
-
-
-def precision(device, dtype):
-    """(autocast dtype or None, use a GradScaler) for `dtype` in None (auto), 'float32',
-    'bfloat16', 'float16'. Auto: bf16 on compute capability >= 8.0; fp16 with a scaler below
-    (a T4 emulates bf16, and is_bf16_supported() says yes there); float32 on the CPU, or bf16
-    there under GPT2_COURSE_GPU_ON_CPU=1 (lib/scale.py), which allows fp16 on the CPU too."""
-    if dtype not in (None, "float32", "bfloat16", "float16"):
-        raise ValueError(f"dtype must be 'float32', 'bfloat16' or 'float16' (or None: automatic); got {dtype!r}")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={str(device)!r} but this torch sees no CUDA device; use device='cpu'")
-    if device.type != "cuda" and not gpu_on_cpu():
-        if dtype not in (None, "float32"):
-            raise ValueError(f"dtype={dtype!r} needs a CUDA device; on {device} training runs in float32")
-        return None, False
-    if dtype is None:
-        dtype = "bfloat16" if device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 8 else "float16"
-    return (None if dtype == "float32" else getattr(torch, dtype)), dtype == "float16"
-
-
-def init_distributed(device):
-    """Join the process group torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK in the
-    environment): NCCL on CUDA, gloo on the CPU. Returns (rank, world_size, local_rank, joined)."""
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
-    if world_size == 1:
-        return 0, 1, 0, False
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    joined = not dist.is_initialized()
-    if joined:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return dist.get_rank(), world_size, local_rank, joined
-
-
 class Trainer:
     """What the framework-free loop in `lib.train` asks of a twin: a step, an evaluation, and
-    the optimizer's and RNGs' state for checkpoints. Handles the device (CUDA precision, TF32,
-    padded vocabulary, optional torch.compile, pinned-memory batches) and, under torchrun,
-    DistributedDataParallel. Under GPT2_COURSE_GPU_ON_CPU=1 a CPU trainer takes the GPU paths
-    that a CPU can run (lib/scale.py); the lines marked "CUDA only" are the rest."""
+    the optimizer's and RNGs' state for checkpoints, for `model` trained as `config` (a
+    `lib.config.TrainConfig`) says: AdamW's lr, betas and weight_decay, grad_clip, the seed of
+    dropout's masks, and the device side (`lib.torch_twin.gpu.DeviceSide`: device, dtype,
+    compile; under torchrun, DistributedDataParallel)."""
 
-    def __init__(self, model, lr, betas, weight_decay, grad_clip, device=None, dtype=None, compile=False,
-                 seed=None):
-        cuda = torch.cuda.is_available() if device is None else str(device).startswith("cuda")
-        world_size = int(os.environ.get("WORLD_SIZE", 1))
-        device = torch.device("cuda" if cuda else "cpu") if device is None else torch.device(device)
-        if cuda and world_size > 1:
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        amp_dtype, use_scaler = precision(device, dtype)     # checks dtype before anything else
-        if device.type == "cuda":                            # CUDA only
-            torch.cuda.set_device(device)                    # NCCL and autocast use the current device
-        self.rank, self.world_size, local_rank, self._joined = init_distributed(device)
-        self.device, self.grad_clip, self.model = device, grad_clip, model.to(device).train()
-        if seed is not None and model.config.dropout > 0:    # dropout's masks follow the run's seed;
-            torch.manual_seed(seed + self.rank)              # without dropout, torch's generator is left alone
-        self.padded_head = contextlib.ExitStack()            # pad_vocab's context, left by close()
-        self.autocast = contextlib.nullcontext
-        if amp_dtype is not None:
-            self.autocast = lambda: torch.autocast(device.type, dtype=amp_dtype)
-        self.scaler = torch.amp.GradScaler(device.type) if use_scaler else None
-        self.skips_overflow = use_scaler                     # lib.train records a skipped step's norm, goes on
-        if device.type == "cuda":                            # CUDA only
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        if device.type == "cuda" or gpu_on_cpu():
-            self.padded_head.enter_context(pad_vocab(model))
-        self.optimizer = AdamW(model.named_parameters(), lr, betas, weight_decay=weight_decay)
-        self.halted = torch.zeros((), dtype=torch.bool, device=device)  # set by a step that stops training (queue_step)
-        self.compute = torch.compile(model) if compile else model
-        if self.world_size > 1:
-            self.compute = DistributedDataParallel(self.compute, device_ids=[local_rank] if cuda else None)
-
-    def _to_device(self, batches):
-        """Host batches [(x, y), ...] on the device; to CUDA from pinned memory (CUDA only), so the
-        copy runs beside the computation instead of holding up the host."""
-        pinned = self.device.type == "cuda"
-        return [tuple((t.pin_memory() if pinned else t).to(self.device, non_blocking=True)
-                      for t in (torch.from_numpy(x), torch.from_numpy(y))) for x, y in batches]
+    def __init__(self, model, config):
+        self.gpu = gpu = DeviceSide(config.device, config.dtype)  # checks dtype before anything else
+        self.rank, self.world_size, self.device = gpu.rank, gpu.world_size, gpu.device
+        self.grad_clip, self.model = config.grad_clip, model.to(gpu.device).train()
+        if model.config.dropout > 0:                         # dropout's masks follow the run's seed;
+            torch.manual_seed(config.seed + self.rank)       # without dropout, torch's generator is left alone
+        self.autocast, self.scaler = gpu.autocast, gpu.scaler
+        self.skips_overflow = gpu.scaler is not None         # lib.train records a skipped step's norm, goes on
+        gpu.pad_head(model)
+        self.optimizer = AdamW(model.named_parameters(), config.lr, config.betas, weight_decay=config.weight_decay)
+        self.halted = torch.zeros((), dtype=torch.bool, device=gpu.device)  # set by a step that stops (queue_step)
+        self.compute = gpu.wrap(model, config.compile)
 
     def step(self, micro_batches, lr):
         """(mean loss, gradient norm) of one optimizer step, left on the device unread
         (`queue_step`; lib.train reads them when it reports). With float16's GradScaler a
         non-finite norm is a skipped step, not an error. An optimizer without the fused kernel
         (no `found_inf` to skip on the device) reads them at once (`train_step`)."""
-        micro_batches = self._to_device(micro_batches)
+        micro_batches = self.gpu.to_device(micro_batches)
         if not self.optimizer.defaults["fused"]:
             return train_step(self.compute, self.optimizer, micro_batches, lr, self.grad_clip, self.autocast,
                               self.scaler)
@@ -286,12 +214,7 @@ class Trainer:
 
     def evaluate(self, batches):
         """Mean loss over this process's batches, averaged over all processes."""
-        loss = estimate_loss(self.compute, self._to_device(batches), self.autocast)
-        if self.world_size > 1:
-            total = torch.tensor(loss, dtype=torch.float64, device=self.device)
-            dist.all_reduce(total)
-            loss = total.item() / self.world_size
-        return loss
+        return self.gpu.mean_over_processes(estimate_loss(self.compute, self.gpu.to_device(batches), self.autocast))
 
     def model_state(self):
         return self.model.state_dict_numpy()
@@ -300,8 +223,7 @@ class Trainer:
         """(arrays, meta) to checkpoint besides the weights: AdamW's moments, RNG states."""
         arrays = self.optimizer.state_arrays()
         arrays["rng.torch_cpu"] = torch.get_rng_state().numpy()
-        if self.device.type == "cuda":
-            arrays["rng.torch_cuda"] = torch.cuda.get_rng_state(self.device).numpy()
+        arrays.update(self.gpu.rng_arrays())
         meta = {"optimizer_steps": self.optimizer.steps}
         if self.scaler:
             meta["grad_scaler"] = self.scaler.state_dict()
@@ -311,13 +233,10 @@ class Trainer:
         self.model.load_state_dict(model_state)
         self.optimizer.load_state_arrays(arrays, meta["optimizer_steps"])
         torch.set_rng_state(torch.from_numpy(np.array(arrays["rng.torch_cpu"])))
-        if self.device.type == "cuda" and "rng.torch_cuda" in arrays:
-            torch.cuda.set_rng_state(torch.from_numpy(np.array(arrays["rng.torch_cuda"])), self.device)
+        self.gpu.load_rng_arrays(arrays)
         if self.scaler and "grad_scaler" in meta:
             self.scaler.load_state_dict(meta["grad_scaler"])
 
     def close(self):
         """Leave the process group if this trainer joined it; restore the unpadded head."""
-        self.padded_head.close()
-        if self._joined:
-            dist.destroy_process_group()
+        self.gpu.close()

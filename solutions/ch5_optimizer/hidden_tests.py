@@ -26,7 +26,7 @@ EXERCISE = Exercise(
     notebook="ch5_optimizer", title="The loss and the optimizer",
     functions=("cross_entropy", "lr_at", "adamw_step"),
     blocked=("lib.numpy_twin.train:cross_entropy", "lib.numpy_twin.train:log_softmax",
-             "lib.numpy_twin.train:AdamW", "lib.train:lr_at",
+             "lib.numpy_twin.train:AdamW", "lib.schedule:lr_at",
              "lib.torch_twin.train:cross_entropy", "lib.torch_twin.train:AdamW"),
 )
 

@@ -316,7 +316,7 @@ CELLS = [
     from lib.config import GPTConfig
     from lib.data import get_batch, load_corpus
     from lib.numpy_twin import GPT, AdamW, train_step
-    from lib.train import lr_at as lib_lr_at
+    from lib.schedule import lr_at as lib_lr_at
 
     config = GPTConfig(vocab_size=256, n_ctx=16, n_layer=2, n_head=2, n_embd=32)
     train_ids, _ = load_corpus("shakespeare", "byte")
@@ -361,7 +361,7 @@ CELLS = [
     collapsed('''
     import lib.numpy_twin.train as nt_train
     from lib.display import show
-    from lib.train import lr_at as lib_lr_at
+    from lib.schedule import lr_at as lib_lr_at
 
     show(nt_train.log_softmax, nt_train.cross_entropy, lib_lr_at,
          nt_train.AdamW)

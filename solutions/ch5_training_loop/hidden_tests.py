@@ -256,7 +256,7 @@ LOOPS = {
 
 def _loop_plan(fields, train_ids, val_ids):
     """What lib's loop does for these settings: evaluation steps, learning rates, batches."""
-    from lib.train import lr_at
+    from lib.schedule import lr_at
     c = dict(fields)
     T = c["block_size"] or TINY["n_ctx"]
     B, k, n = c["batch_size"], c["grad_accum"], c["max_iters"]

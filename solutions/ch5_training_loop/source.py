@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from lib.numpy_twin.train import cross_entropy   # exercise 5.1's (yours works as well)
-from lib.train import lr_at                      # exercise 5.1's (yours works as well)
+from lib.schedule import lr_at                   # exercise 5.1's (yours works as well)
 
 
 def get_batch(ids, batch_size, block_size, rng):
@@ -45,7 +45,7 @@ import math
 import numpy as np
 
 from lib.numpy_twin.train import cross_entropy   # exercise 5.1's (yours works as well)
-from lib.train import lr_at                      # exercise 5.1's (yours works as well)
+from lib.schedule import lr_at                   # exercise 5.1's (yours works as well)
 
 
 def get_batch(ids, batch_size, block_size, rng):

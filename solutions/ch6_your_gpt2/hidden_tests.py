@@ -55,7 +55,8 @@ EXERCISE = Exercise(
     # schedule and the loop, the batches, the caches, sampling, the GPT-2 loader
     blocked=tuple(f"lib.numpy_twin.{m}:*" for m in ("model", "fast_decode", "flash", "generate", "train",
                                                    "modern", "quant", "finetune", "posttrain"))
-    + ("lib.sampling:*", "lib.train:*", "lib.data:get_batch", "lib.data:BatchSampler",
+    + ("lib.sampling:*", "lib.train:*", "lib.schedule:*", "lib.progress:*", "lib.history:*",
+       "lib.data:get_batch", "lib.data:BatchSampler",
        "lib.weights:load_hf_gpt2", "lib.weights:hf_config"),
     groups={"main": 30.0, "train": 60.0, "decode": 30.0},      # main: the loading stage
     builds_on=PIECES,

@@ -412,7 +412,7 @@ CELLS = [
     from lib.data import get_batch
     from lib.numpy_twin.train import AdamW
     from lib.sampling import filtered_probs
-    from lib.train import lr_at
+    from lib.schedule import lr_at
 
     expect_close("5.1's cross_entropy: the loss against lib's",
                  parts.cross_entropy(logits, idx)[0], cross_entropy(logits, idx)[0],
