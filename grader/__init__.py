@@ -47,7 +47,7 @@ The package, one job per module (each imports only those listed before it):
 - spec.py: the vocabulary of hidden tests (Exercise, Test, the checks);
 - results.py: the result dataclasses, their plain-data form and back, the text report;
 - notebooks.py: reading a notebook, its graded code, the exercise its file name names;
-- runner.py and conventions.py: what runs inside the sandbox (the value codec; the drivers);
+- runner.py and drivers.py: what runs inside the sandbox (the value codec; the drivers);
 - sandbox.py, seccomp.py: the sandbox;
 - judging.py: decoding the answers and judging them, in the grader's process;
 - grading.py: one submission, from notebooks to results, under one Grading (the hidden tests,

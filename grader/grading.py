@@ -25,7 +25,6 @@ from .spec import Config, Exercise, Model, Rng, Test, Verdict
 
 DEFAULT_TESTS = ROOT / "solutions"     # a folder per exercise, each holding its hidden_tests.py
 MAX_PIECES_BYTES = 4 << 20      # the graded code of all a capstone's pieces together, UTF-8 (solutions: ~30 kB)
-CONVENTIONS = Path(__file__).with_name("conventions.py")     # the drivers, copied beside the runner
 
 
 # ---- hidden tests ---------------------------------------------------------------------------------
@@ -153,8 +152,6 @@ def grade_exercise(code: str, module, grading: Grading, pieces: dict | None = No
             jobs = _jobs([tests[i] for i in members])
             job = {"exercise": exercise.notebook, "tests": jobs, "pieces": shared is not None}
             box = sandbox.make_box(Path(root) / group, code, job, exercise.blocked, shared=[shared] if shared else [])
-            shutil.copy(CONVENTIONS, box / "conventions.py")
-            (box / "conventions.py").chmod(0o644)                   # readable by the sandbox's user
             memory = min(grading.memory_mb, exercise.memory.get(group, grading.memory_mb))
             run = sandbox.run(box, masked=exercise.masked, forbidden=grading.forbidden, cpu_seconds=limit,
                               memory_mb=memory)

@@ -5,7 +5,7 @@
 Reads /grade/job.json (the tests: function, driver, encoded arguments; for a capstone, also
 /grade/pieces.json, the graded cells of the student's earlier exercises, which become the
 namespace's `parts`) and /grade/student.py (the graded cells); how each test calls the graded definitions is
-/grade/conventions.py's (the drivers of grader/conventions.py, copied beside this file). Writes
+/grade/drivers.py's (grader/drivers.py, copied beside this file). Writes
 one JSON line per test to the answers pipe (the file descriptor in
 $GRADE_ANSWERS_FD), flushing after each, so a crash or a timeout keeps the answers given so far:
 first {"id": "__start__"} (the sandbox works; from here on, what fails is the graded code's),
@@ -153,7 +153,7 @@ def error_record(exc):
 
 
 def main():
-    from conventions import DRIVERS                         # beside this file in /grade
+    from drivers import DRIVERS                         # beside this file in /grade
     answers = open(int(os.environ["GRADE_ANSWERS_FD"]), "w", encoding="utf-8")
 
     def write(record):

@@ -380,12 +380,14 @@ def _read_pipes(answers_r: int, log_r: int, deadline: float) -> tuple[bytearray,
 
 
 def make_box(root: Path, code: str, job: dict, blocked, shared=()) -> Path:
-    """root/box, holding what /grade will show: runner, job, code, lib, and a hard link to each
-    file of `shared` (written once for several boxes, beside `root`). Readable by everyone
-    (the sandbox's user is not the grader's), inside `root`'s parent, which stays the grader's alone."""
+    """root/box, holding what /grade will show: runner and drivers, job, code, lib, and a hard
+    link to each file of `shared` (written once for several boxes, beside `root`). Readable by
+    everyone (the sandbox's user is not the grader's), inside `root`'s parent, which stays the
+    grader's alone."""
     box = root / "box"
     box.mkdir(parents=True)
-    shutil.copy(Path(__file__).with_name("runner.py"), box / "runner.py")
+    for name in ("runner.py", "drivers.py"):
+        shutil.copy(Path(__file__).with_name(name), box / name)
     (box / "job.json").write_text(json.dumps(job, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     for path in shared:
         os.link(path, box / path.name)

@@ -25,9 +25,9 @@ import pytest
 
 from grader import (DEFAULT_TESTS, MAX_TEXT, Grading, gate, grade_exercise, grade_notebook, grade_submission,
                     load_hidden_tests, max_score, read_answers)
-from grader import conventions, sandbox, seccomp
+from grader import drivers, sandbox, seccomp
 from grader.__main__ import main
-from grader.conventions import DRIVERS
+from grader.drivers import DRIVERS
 from grader.results import ExerciseResult, NotebookResult, Submission, report as text_report
 from grader.runner import MAX_DICT_KEYS, MAX_LINE_BYTES, encode, make_object
 from grader.sandbox import LIB_DIR, SandboxUnavailable, _blocked_source, check_bwrap, copy_lib
@@ -313,7 +313,7 @@ def test_exercise_4_4s_tables_give_no_points_without_the_wiring(tmp_path, hidden
     assert scores["nothing implemented"]["all"] == 0, scores
     assert scores["the block implemented"] == {"block_forward": 4, "gpt_forward": 0, "gpt_backward": 0,
                                                "all": max_score(module) - 6}, scores
-    monkeypatch.setattr(conventions, "_mask", lambda x, shape, seed: np.zeros(shape))
+    monkeypatch.setattr(drivers, "_mask", lambda x, shape, seed: np.zeros(shape))
     plain = gate(module.tests(), verdicts_outside_sandbox(readers["the block implemented"], module))
     assert by_function([v.passed for v in plain]) == {"block_forward": 4, "gpt_forward": 2, "gpt_backward": 4}, plain
 
@@ -959,7 +959,7 @@ def test_attention_reference_agrees_with_lib(hidden):
 
 
 def test_optimizer_reference_agrees_with_lib(hidden):
-    from grader.conventions import drive_adamw
+    from grader.drivers import drive_adamw
     from lib.numpy_twin.train import AdamW, cross_entropy
     from lib.schedule import lr_at
 

@@ -5,7 +5,7 @@ and the backward passes by explicit loops over the positions (a repeated id adds
 rows), which tests/test_grader.py checks against lib's Embedding and GPT.
 - embed_forward, head_forward: exact lookups and one matrix product, within 1e-12 + 1e-10 |ref|
   (float64); float32 inputs must give float32, within 1e-5 + 1e-5 |ref|.
-- embed_backward, head_backward: driven by `accumulate` (grader/conventions.py), which calls
+- embed_backward, head_backward: driven by `accumulate` (grader/drivers.py), which calls
   the function twice on the same `grads`, as gradient accumulation does, and returns what the
   first call returned with the gradients after one call and after two. The first call's gradients
   must match, within 1e-10 + 1e-10 |ref|; a separate test per function asks that the second call

@@ -7,11 +7,11 @@ block, GPT.forward and GPT.backward for the model. Tolerances: 1e-12 + 1e-9 |exp
 the order of the sums moves the results by ~1e-15 relative).
 
 Isolation: the student's functions get `parts` from the drivers `parts` and `parts_backward`
-(grader/conventions.py): 2.1's embeddings and head, 4.1's GELU and 4.3's LayerNorm backward
+(grader/drivers.py): 2.1's embeddings and head, 4.1's GELU and 4.3's LayerNorm backward
 computed there with lib, 3.1's attention answered from a table of the reference's values at the
 inputs a right answer passes; so are the graded cells' `attention_backward` while block_backward
 runs (any other call goes to the student's own), and `block_forward` and `block_backward` while
-gpt_forward and gpt_backward run. The tables (conventions.answer_table) are recorded here from
+gpt_forward and gpt_backward run. The tables (drivers.answer_table) are recorded here from
 the reference wiring below, whose results are checked against lib as the tests are built; they
 hold no input, only its fingerprint, and each result less a random linear function of its input,
 so that code reading them without computing that input gets nothing it can use. No table holds
@@ -34,7 +34,7 @@ import zlib
 
 import numpy as np
 
-from grader.conventions import answer_table
+from grader.drivers import answer_table
 from grader.spec import Config, Exercise, Test, close
 from lib.config import GPTConfig
 from lib.numpy_twin import GPT, CausalSelfAttention

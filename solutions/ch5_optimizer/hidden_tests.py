@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from grader.conventions import drive_adamw
+from grader.drivers import drive_adamw
 from grader.spec import Exercise, Test, close
 
 EXERCISE = Exercise(

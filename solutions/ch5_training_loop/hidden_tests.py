@@ -9,7 +9,7 @@ lie in [0, 16) and its validation ids in [16, 32), so that an evaluation's batch
 split they came from.
 - get_batch: exact ids (int64) for a seeded Generator, from uint16 and int64 arrays. Ids of
   exactly block_size + 1 tokens hold one window, which a constant answer gets right: an edge test.
-- train_step: driven by `train_step` (grader/conventions.py), one call per step on one model with
+- train_step: driven by `train_step` (grader/drivers.py), one call per step on one model with
   a recording SGD optimizer: what it returned, the loss within 1e-9 and the norm (before
   clipping) within 1e-9 relative, and the gradients each step gave optimizer.step(), once per
   step, within 1e-5 relative + 1e-12 (a clip by max_norm / norm instead of torch's
@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from grader.conventions import drive_estimate_loss, drive_train_step
+from grader.drivers import drive_estimate_loss, drive_train_step
 from grader.spec import Exercise, Model, Rng, Test, Verdict
 from lib.numpy_twin.train import grad_norm
 

@@ -1,4 +1,4 @@
-"""How each exercise's tests call the student's definitions: the drivers, copied into the sandbox beside the runner.
+"""The drivers: how each exercise's tests call the student's definitions (copied into the sandbox beside the runner).
 
 A hidden test names its driver (`Test.driver`, default "call"); grader/runner.py looks it up in
 DRIVERS, inside the sandbox, and calls `driver(definition, args, kwargs)` with the student's
@@ -10,9 +10,33 @@ next to hostile code: it imports numpy, and lib's copy in the sandbox where a dr
 lib's objects (exercise 5.3's TrainConfig and AdamW, as the runner's input markers build
 models), and it judges nothing.
 """
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import numpy as np
+
+
+def _accumulating(call, grads):
+    """call() twice without zeroing, as gradient accumulation calls a backward; grads() gives the
+    {name: gradient} it adds into. Returns [what the first call returned, {name: gradient} after
+    one call, after two]."""
+    returned = _copy(call())
+    once = {name: np.array(g, copy=True) for name, g in grads().items()}
+    call()
+    return [returned, once, dict(grads())]
+
+
+@contextmanager
+def _swapped(fn, stand_ins: dict):
+    """The graded cells' globals (fn's) named in stand_ins replaced by them while the block runs,
+    then given back, whatever the graded code did meanwhile."""
+    graded = getattr(fn, "__globals__", {})
+    saved = {name: graded.get(name) for name in stand_ins}
+    graded.update(stand_ins)
+    try:
+        yield
+    finally:
+        graded.update(saved)
 
 
 def drive_call(fn, args, kwargs):
@@ -74,8 +98,7 @@ def drive_block_backward(fn, args, kwargs):
     block = model.h[layer]
     block.zero_grad()
     _, cache = block.forward(x)
-    graded = getattr(fn, "__globals__", {})
-    own = graded.get("layernorm_backward")
+    own = getattr(fn, "__globals__", {}).get("layernorm_backward")
 
     def layernorm_backward(d, norm_cache, weight):
         for seen, *gradients in table:
@@ -83,14 +106,8 @@ def drive_block_backward(fn, args, kwargs):
                 return tuple(np.array(g, copy=True) for g in gradients)
         return own(d, norm_cache, weight)
 
-    graded["layernorm_backward"] = layernorm_backward
-    try:
-        dx = _copy(fn(dy, cache, block, **kwargs))
-        once = {name: np.array(g, copy=True) for name, g in block.named_grads()}
-        fn(dy, cache, block, **kwargs)
-    finally:
-        graded["layernorm_backward"] = own
-    return [dx, once, dict(block.named_grads())]
+    with _swapped(fn, {"layernorm_backward": layernorm_backward}):
+        return _accumulating(lambda: fn(dy, cache, block, **kwargs), lambda: dict(block.named_grads()))
 
 
 def drive_accumulate(fn, args, kwargs):
@@ -98,10 +115,7 @@ def drive_accumulate(fn, args, kwargs):
     on the same `grads`, as gradient accumulation calls it. Returns [what the first call returned,
     {name: gradient} after one call, after two]."""
     *inputs, grads = args
-    returned = _copy(fn(*inputs, grads, **kwargs))
-    once = {name: np.array(g, copy=True) for name, g in grads.items()}
-    fn(*inputs, grads, **kwargs)
-    return [returned, once, dict(grads)]
+    return _accumulating(lambda: fn(*inputs, grads, **kwargs), lambda: grads)
 
 
 def drive_adamw(fn, args, kwargs):
@@ -235,31 +249,29 @@ def _live_parts():
                 gelu_tanh_grad=lambda x: twin.gelu_backward(np.ones_like(x), x))
 
 
-def _with_parts(fn, tables):
+@contextmanager
+def _parts_for(fn, tables):
     """`parts` for exercise 4.4 (the earlier exercises' functions: the cheap ones live, the
-    others answered from their tables) and the graded cells' own functions in
-    `tables["graded"]` answered from theirs while fn runs; returns (parts, restore)."""
+    others answered from their tables), with the graded cells' own functions in
+    `tables["graded"]` answered from theirs while the block runs."""
     parts = SimpleNamespace(**_live_parts())
     for name, t in tables["parts"].items():
         setattr(parts, name, _Answers(f"parts.{name}", t))
     graded = getattr(fn, "__globals__", {})
-    saved = {name: graded.get(name) for name in tables.get("graded", {})}
-    for name, t in tables.get("graded", {}).items():
-        graded[name] = _Answers(name, t, saved[name] if t.get("fallback") else None)
-    return parts, lambda: graded.update(saved)
+    stand_ins = {name: _Answers(name, t, graded.get(name) if t.get("fallback") else None)
+                 for name, t in tables.get("graded", {}).items()}
+    with _swapped(fn, stand_ins):
+        yield parts
 
 
 def drive_parts(fn, args, kwargs):
     """Exercise 4.4's forward functions: `fn(*inputs, parts)` with `parts` (and, where the tables
-    say, the graded cells' other functions) the grader's stand-ins (_with_parts), so that a mistake
+    say, the graded cells' other functions) the grader's stand-ins (_parts_for), so that a mistake
     in an earlier exercise's function, or in another of 4.4's, costs only its own points. Returns
     the output (the first of what fn returns, the other being its cache)."""
     *inputs, tables = args
-    parts, restore = _with_parts(fn, tables)
-    try:
+    with _parts_for(fn, tables) as parts:
         result = fn(*inputs, parts, **kwargs)
-    finally:
-        restore()
     return _copy(result[0] if isinstance(result, (tuple, list)) else result)
 
 
@@ -271,15 +283,9 @@ def drive_parts_backward(fn, args, kwargs):
     graded functions are the grader's stand-ins, as in drive_parts. Returns [what the first call
     returned, {name: gradient} after one call, after two]."""
     forward, x, rest, d, grads, tables = args
-    parts, restore = _with_parts(fn, tables)
-    try:
+    with _parts_for(fn, tables) as parts:
         _, cache = fn.__globals__[forward](x, *rest, parts)
-        returned = _copy(fn(d, cache, *rest, grads, parts, **kwargs))
-        once = {name: np.array(g, copy=True) for name, g in grads.items()}
-        fn(d, cache, *rest, grads, parts, **kwargs)
-    finally:
-        restore()
-    return [returned, once, dict(grads)]
+        return _accumulating(lambda: fn(d, cache, *rest, grads, parts, **kwargs), lambda: grads)
 
 
 class _RecordingSGD:
@@ -364,14 +370,8 @@ def drive_train_loop(fn, args, kwargs):
         optimizer = _RecordingSGD(model, 0.0)
     else:
         optimizer = AdamW(model.named_parameters(), config.lr, config.betas, weight_decay=config.weight_decay)
-    graded = getattr(fn, "__globals__", {})
-    saved = {name: graded.get(name) for name in ("train_step", "estimate_loss")}
-    if stand_ins:
-        graded.update(train_step=train_step, estimate_loss=estimate_loss)
-    try:
+    with _swapped(fn, {"train_step": train_step, "estimate_loss": estimate_loss} if stand_ins else {}):
         history = fn(model, optimizer, train_ids, val_ids, config, **kwargs)
-    finally:
-        graded.update(saved)
     return [_copy(history), steps, evaluations]
 
 
