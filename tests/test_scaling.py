@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from lib.config import GPTConfig, param_counts
-from lib.scaling import (FAMILY, GPT1, GPT2, GPT3, GPT3_TRAIN_PF_DAYS, count_check, member, non_embedding_params,
-                         param_count, pf_days, train_compute, train_flops)
+from lib.scaling import (FAMILY, GPT1, GPT2, GPT3, GPT3_TRAIN_PF_DAYS, count_check, fit_power_law, member,
+                         non_embedding_params, param_count, pf_days, predict, standard_errors, t_quantile,
+                         train_compute, train_flops)
 
 
 # ---- the family -------------------------------------------------------------------------
@@ -105,3 +106,128 @@ def test_train_flops_refuses_nonpositive_sizes(n, d):
 def test_compute_without_published_tokens_is_refused():
     with pytest.raises(ValueError, match="GPT-2 XL: its paper states no training token count"):
         train_compute(member("GPT-2 XL"))
+
+
+# ---- the power-law fit ------------------------------------------------------------------
+
+TRUTH = dict(E=1.69, A=406.4, alpha=0.34)      # Hoffmann et al.'s N-term: losses 5.3 at 1e6, 2.0 at 1e9
+LADDER = np.geomspace(1e6, 1e9, 6)             # six sizes over three decades
+NEXT = 1e10                                    # the run to predict: ten times the largest
+
+
+def law(N, E=TRUTH["E"], A=TRUTH["A"], alpha=TRUTH["alpha"]):
+    return E + A * np.asarray(N, dtype=float) ** -alpha
+
+
+@pytest.mark.parametrize("E", [1.69, 0.0])
+def test_an_exact_ladder_gives_back_its_law(E):
+    """Noise-free losses: E, A and alpha come back to 1e-6 (the golden section stops at ~1e-11 of
+    alpha; the rest is rounding). E = 0 (Kaplan's form) is found too, not clipped or refused."""
+    fit = fit_power_law(LADDER, law(LADDER, E=E))
+    assert fit.E == pytest.approx(E, abs=1e-6)
+    assert (fit.A, fit.alpha) == (pytest.approx(TRUTH["A"], rel=1e-6), pytest.approx(TRUTH["alpha"], rel=1e-6))
+    assert predict(fit, NEXT)["loss"] == pytest.approx(law(NEXT, E=E), rel=1e-9)
+
+
+def test_three_runs_fit_exactly_and_give_no_interval():
+    """Three points, three parameters: no degree of freedom is left to measure the noise."""
+    fit = fit_power_law(LADDER[::2], law(LADDER[::2]))
+    assert fit.dof == 0 and fit.covariance is None and np.isnan(fit.s)
+    assert fit.alpha == pytest.approx(TRUTH["alpha"], rel=1e-6)
+    assert predict(fit, NEXT)["interval"] is None
+    assert standard_errors(fit) == {"E": None, "A": None, "alpha": None}
+
+
+def _noisy_ladders(seeds=300, sigma=0.02, E=TRUTH["E"]):
+    """Fit `seeds` ladders with Gaussian noise of sd `sigma` on each loss; for each: the 90% interval
+    of the curve at NEXT, the 90% interval for a new run there, that run's loss, alpha and its error."""
+    rows = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        fit = fit_power_law(LADDER, law(LADDER, E=E) + sigma * rng.normal(size=LADDER.shape))
+        rows.append((predict(fit, NEXT)["interval"], predict(fit, NEXT, new_run=True)["interval"],
+                     law(NEXT, E=E) + sigma * rng.normal(), fit.alpha, standard_errors(fit)["alpha"]))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def ladders():
+    return _noisy_ladders()
+
+
+def _coverage(intervals, values):
+    return np.mean([low <= value <= high for (low, high), value in zip(intervals, values)])
+
+
+# 300 independent ladders: a true 90% interval covers 0.90 +- 0.017 (binomial sd), so 0.85 to 0.95 is
+# +-2.9 sd, room for the delta method's linearization too; a normal quantile in place of t (3 degrees
+# of freedom: 1.64 against 2.35) covers 0.82 here and fails.
+def test_the_curve_interval_covers_the_truth_about_90_percent_of_the_time(ladders):
+    assert 0.85 <= _coverage([row[0] for row in ladders], [law(NEXT)] * len(ladders)) <= 0.95
+
+
+def test_the_new_run_interval_covers_the_next_runs_loss_about_90_percent_of_the_time(ladders):
+    assert 0.85 <= _coverage([row[1] for row in ladders], [row[2] for row in ladders]) <= 0.95
+
+
+def test_alphas_standard_error_matches_its_spread_over_ladders(ladders):
+    """The delta method's sd of alpha against the sd of the 300 fitted alphas: within 25% (the sample
+    sd of 300 draws is itself uncertain by 4%, the per-ladder estimate of s by far more)."""
+    alphas, errors = np.array([row[3] for row in ladders]), np.array([row[4] for row in ladders])
+    assert np.median(errors) == pytest.approx(alphas.std(), rel=0.25)
+    assert abs(np.mean(alphas) - TRUTH["alpha"]) < 3 * alphas.std() / np.sqrt(len(alphas))
+
+
+def test_an_e_zero_truth_fits_and_covers_too():
+    """Kaplan's pure power law under noise: E lands on either side of 0 and the fit still covers
+    (100 ladders: 0.90 +- 0.03, so 0.80 to 0.98 is about 3 sd)."""
+    rows = _noisy_ladders(seeds=100, sigma=0.01, E=0.0)
+    assert 0.80 <= _coverage([row[0] for row in rows], [law(NEXT, E=0.0)] * len(rows)) <= 0.98
+
+
+def test_the_interval_widens_away_from_the_ladder():
+    fit = fit_power_law(LADDER, law(LADDER) + 0.02 * np.random.default_rng(0).normal(size=LADDER.shape))
+    prediction = predict(fit, [3e7, 1e10, 1e12])
+    low, high = prediction["interval"]
+    assert prediction["loss"].shape == (3,) and np.all(np.diff(high - low) > 0)
+
+
+def test_t_quantiles_match_the_tables():
+    """Printed tables give four decimals: 6.3138 (q 0.95, 1 dof), 2.9200 (0.95, 2), 2.2281 (0.975, 10);
+    1.6449 is the normal's 0.95 quantile, which t approaches (10,000 dof: 1.6450)."""
+    assert t_quantile(0.95, 1) == pytest.approx(6.3138, abs=1e-4)
+    assert t_quantile(0.95, 2) == pytest.approx(2.9200, abs=1e-4)
+    assert t_quantile(0.975, 10) == pytest.approx(2.2281, abs=1e-4)
+    assert t_quantile(0.95, 10_000) == pytest.approx(1.6449, abs=2e-4)
+    assert t_quantile(0.05, 3) == pytest.approx(-t_quantile(0.95, 3), abs=1e-9)
+
+
+@pytest.mark.parametrize("params, losses, message", [
+    ([1e6, 1e7], [3.0, 2.5], "needs runs at 3 or more distinct sizes, got 2"),
+    ([1e6, 1e7, 1e7, 1e6], [3.0, 2.5, 2.6, 3.1], "needs runs at 3 or more distinct sizes, got 2"),
+    ([1e6, -1e7, 1e8], [3.0, 2.5, 2.2], "params must be positive numbers, got -10000000.0"),
+    ([1e6, 1e7, 1e8], [3.0, float("nan"), 2.2], "losses must be positive numbers, got nan"),
+    ([1e6, 1e7, 1e8], [3.0, 2.5], "equal length"),
+    ([1e6, 1e7, 1e8, 1e9], [4.0, 3.0, 2.0, 1.0], "did not converge.*alpha -> 0"),
+    ([1e6, 1e7, 1e8, 1e9], [1.0, 2.0, 3.0, 4.5], "did not converge: the losses do not fall as N grows"),
+    ([1e6, 1e7, 1e8, 1e9], [4.0, 3.0, 3.0, 3.0], "did not converge.*alpha -> infinity"),
+])
+def test_a_ladder_that_cannot_be_fitted_is_named(params, losses, message):
+    with pytest.raises(ValueError, match=message):
+        fit_power_law(params, losses)
+
+
+def test_sizes_too_close_together_are_refused():
+    """Five sizes within 0.04% of each other: with noise the grid finds a minimum, but A and alpha
+    trade off almost exactly (condition number above 1e7 for every seed tried)."""
+    close = np.geomspace(1e8, 1.0004e8, 5)
+    with pytest.raises(ValueError, match="lie too close together to tell A from alpha"):
+        fit_power_law(close, law(close) + 1e-6 * np.random.default_rng(1).normal(size=5))
+
+
+@pytest.mark.parametrize("kwargs, message", [(dict(level=1.0), "level must be between 0 and 1"),
+                                             (dict(n_params=0), "n_params must be positive")])
+def test_predict_refuses_bad_arguments(kwargs, message):
+    fit = fit_power_law(LADDER, law(LADDER) + 0.01 * np.random.default_rng(0).normal(size=LADDER.shape))
+    with pytest.raises(ValueError, match=message):
+        predict(fit, **{"n_params": NEXT, **kwargs})
