@@ -1,8 +1,11 @@
 """lib.scaling: the GPT family's figures, training compute, the power-law fit and its command line,
 and the two in-context-learning measures."""
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -231,3 +234,69 @@ def test_predict_refuses_bad_arguments(kwargs, message):
     fit = fit_power_law(LADDER, law(LADDER) + 0.01 * np.random.default_rng(0).normal(size=LADDER.shape))
     with pytest.raises(ValueError, match=message):
         predict(fit, **{"n_params": NEXT, **kwargs})
+
+
+# ---- the command line -------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args, cwd=ROOT):
+    """`python -m lib.scaling ARGS` run from `cwd`, lib importable from anywhere."""
+    return subprocess.run([sys.executable, "-m", "lib.scaling", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _write_runs(path, header="params,loss,tokens", rows=None):
+    rows = rows if rows is not None else [f"{n:.6g},{loss:.6f},{20 * n:.6g}" for n, loss in zip(LADDER, law(LADDER))]
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def test_the_command_line_fits_and_predicts_in_json(tmp_path):
+    run = _cli("fit", _write_runs(tmp_path / "runs.csv"), "--predict", NEXT, "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert set(result) == {"E", "A", "alpha", "prediction", "interval"}
+    assert result["alpha"] == pytest.approx(TRUTH["alpha"], rel=1e-4)          # six-figure CSV cells
+    assert result["prediction"] == pytest.approx(law(NEXT), rel=1e-4)
+    assert result["interval"][0] < result["prediction"] < result["interval"][1]
+
+
+def test_the_command_line_prints_the_fit_in_words(tmp_path):
+    run = _cli("fit", _write_runs(tmp_path / "runs.csv"), "--predict", NEXT)
+    assert run.returncode == 0, run.stderr
+    assert "alpha = 0.34" in run.stdout and "predicted loss at N = 1e+10: 1.85" in run.stdout
+    assert "90% interval" in run.stdout
+
+
+def test_without_predict_the_json_has_no_prediction(tmp_path):
+    result = json.loads(_cli("fit", _write_runs(tmp_path / "runs.csv"), "--json").stdout)
+    assert result["prediction"] is None and result["interval"] is None
+
+
+@pytest.mark.parametrize("header, rows, message", [
+    (None, None, "cannot read .*missing.csv: No such file or directory"),
+    ("params,tokens", ["1e6,1e9", "1e7,1e9", "1e8,1e9"], "no column 'loss' in its header"),
+    ("size,loss", ["1e6,3", "1e7,2.5", "1e8,2.2"], "no column 'params' in its header"),
+    ("params,loss", ["1e6,3", "1e7,two", "1e8,2.2"], r"line 3: loss 'two' is not a number"),
+    ("params,loss", ["1e6,3", "-1e7,2.5", "1e8,2.2"], "params must be positive numbers, got -10000000.0"),
+    ("params,loss", ["1e6,3", "1e7,0", "1e8,2.2"], "losses must be positive numbers, got 0.0"),
+    ("params,loss", ["1e6,3", "1e7,2.5"], "needs runs at 3 or more distinct sizes, got 2"),
+    ("params,loss", ["1e6,4", "1e7,3", "1e8,2", "1e9,1"], "did not converge"),
+])
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path, header, rows, message):
+    path = tmp_path / "missing.csv" if header is None else _write_runs(tmp_path / "runs.csv", header, rows)
+    run = _cli("fit", path)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert re.search(message, run.stderr), run.stderr
+
+
+@pytest.mark.parametrize("args, message", [(["fit"], "required: RUNS.csv"),
+                                           (["fit", "runs.csv", "--predict", "many"], "invalid float value: 'many'"),
+                                           (["fit", "runs.csv", "--predict", "0"], "--predict 0: expected a positive")])
+def test_bad_options_are_one_line_and_exit_status_2(tmp_path, args, message):
+    _write_runs(tmp_path / "runs.csv")
+    run = _cli(*args, cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr

@@ -3,7 +3,8 @@
 - `family`: GPT-1, GPT-2's four sizes and GPT-3's eight as GPTConfigs with their published figures;
   parameter counts beside the papers'; training compute C = 6 N D in FLOPs and PF-days.
 - `fit`: L(N) = E + A N^-alpha fitted to a ladder of runs, and the next run's predicted loss with
-  an interval; `python -m lib.scaling fit RUNS.csv` (see __main__.py) on the command line.
+  an interval; `python -m lib.scaling fit RUNS.csv [--predict N] [--json]` on the command line
+  (__main__.py).
 """
 from .family import (FAMILY, GPT1, GPT2, GPT3, GPT3_TRAIN_PF_DAYS, Published, count_check, member,
                      non_embedding_params, param_count, pf_days, train_compute, train_flops)
