@@ -28,6 +28,7 @@ from .. import torch_twin as tt
 from ..config import GPTConfig, TrainConfig
 from ..scale import cuda, device, gpu_or_tiny, gpu_scale, synchronize, where
 from .decode import agreement, hf_model
+from .roofline import train_flops_per_token
 
 # Peak dense bf16 tensor-core FLOP/s, from NVIDIA's datasheets (the sparsity figures are twice these).
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
@@ -72,7 +73,7 @@ def train_speed(steps: int, batch: int, compile: bool) -> dict:
     seconds, _ = timed(lambda: steps_of(batches[5:]))        # the steps are queued: timed() waits for them
     trainer.close()
     tokens_per_s = steps * batch * T / seconds
-    flops_per_token = 6 * model.num_params() + 12 * cfg.n_layer * cfg.n_embd * T
+    flops_per_token = train_flops_per_token(cfg, T)           # N: the products' weights, as chapter 10's
     peak = peak_flops()
     return {"batch": batch, "context": T, "steps": steps, "compile": compile, "tokens_per_s": tokens_per_s,
             "flops_per_token": flops_per_token, "mfu": tokens_per_s * flops_per_token / peak if peak else None}
