@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from lib.config import GPTConfig, param_counts
-from lib.scaling import (FAMILY, GPT1, GPT2, GPT3, GPT3_TRAIN_PF_DAYS, count_check, fit_power_law, member,
-                         non_embedding_params, param_count, pf_days, predict, standard_errors, t_quantile,
-                         train_compute, train_flops)
+from lib.scaling import (FAMILY, GPT1, GPT2, GPT3, GPT3_TRAIN_PF_DAYS, count_check, fit_power_law,
+                         in_context_positions, in_context_score, member, non_embedding_params, param_count, pf_days,
+                         predict, prefix_matching_score, standard_errors, t_quantile, train_compute, train_flops)
 
 
 # ---- the family -------------------------------------------------------------------------
@@ -34,7 +34,8 @@ def test_gpt2s_published_counts_are_lib_counts_with_gpt1s_vocabulary():
     """The explanation COUNT_DIFFERENCES gives, checked: swap 50,257 embedding rows for 40,478 and
     every count rounds to the paper's millions."""
     for model in GPT2:
-        with_gpt1_vocab = param_counts(GPTConfig(**{**model.config.to_dict(), "vocab_size": 40478}))["total"]
+        gpt1_vocab = GPTConfig(**{**model.config.to_dict(), "vocab_size": 40478})
+        with_gpt1_vocab = param_counts(gpt1_vocab)["total"]
         assert round(with_gpt1_vocab / 1e6) * 1e6 == model.params, model.name
         assert count_check(model)["ratio"] > 1                # and the paper's figure is below the true count
 
@@ -42,7 +43,8 @@ def test_gpt2s_published_counts_are_lib_counts_with_gpt1s_vocabulary():
 def test_gpt1_differs_from_gpt2_small_as_its_paper_says():
     """Post-LN, no final LayerNorm, 512 positions, 40,478 tokens; 116.5M parameters, which GPT-2's
     paper rounds to 117M."""
-    assert (GPT1.norm_placement, GPT1.final_norm, GPT1.config.n_ctx, GPT1.config.vocab_size) == ("post", False, 512, 40478)
+    assert (GPT1.norm_placement, GPT1.final_norm) == ("post", False)
+    assert (GPT1.config.n_ctx, GPT1.config.vocab_size) == (512, 40478)
     assert param_count(GPT1) == 40478 * 768 + 512 * 768 + 12 * param_counts(GPT1.config)["per_block"]
     assert round(param_count(GPT1) / 1e6) == 117
     assert count_check(GPT1)["published"] is None and count_check(GPT1)["ratio"] is None
@@ -300,3 +302,86 @@ def test_bad_options_are_one_line_and_exit_status_2(tmp_path, args, message):
     _write_runs(tmp_path / "runs.csv")
     run = _cli(*args, cwd=tmp_path)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and message in run.stderr, run.stderr
+
+
+# ---- in-context learning ----------------------------------------------------------------
+
+PERIOD, T = 10, 20                             # ten random tokens, then the same ten again
+
+
+def _head(target):
+    """A (T, T) attention pattern: each query i puts all its weight on key target(i) (clipped to [0, i])."""
+    attn = np.zeros((T, T))
+    rows = np.arange(T)
+    attn[rows, np.clip(target(rows), 0, rows)] = 1.0
+    return attn
+
+
+def _uniform_head():
+    return np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+
+
+def test_an_induction_head_scores_1_and_others_0():
+    """Layer 0: induction, previous-token, duplicate-token (to i - period) heads; layer 1: uniform."""
+    heads = [_head(lambda i: i - PERIOD + 1), _head(lambda i: i - 1), _head(lambda i: i - PERIOD)]
+    attn = np.stack([np.stack(heads), np.stack([_uniform_head()] * 3)])        # (2, 3, T, T)
+    score = prefix_matching_score(attn, PERIOD)
+    assert score.shape == (2, 3)
+    np.testing.assert_allclose(score[0], [1.0, 0.0, 0.0], atol=1e-12)
+    uniform = np.mean(1 / np.arange(PERIOD + 1, T + 1))                       # 1 / (i + 1) for i in the repeat
+    np.testing.assert_allclose(score[1], uniform, rtol=1e-12)
+    assert uniform == pytest.approx(np.log(2) / PERIOD, rel=0.1)              # ln 2 / period, the docstring's
+
+
+def test_a_batch_of_attention_is_averaged_over_its_sequences():
+    induction, uniform = _head(lambda i: i - PERIOD + 1)[None, None], _uniform_head()[None, None]
+    attn = np.stack([induction, uniform])                                      # (2, 1, 1, T, T)
+    expected = (prefix_matching_score(induction, PERIOD) + prefix_matching_score(uniform, PERIOD)) / 2
+    np.testing.assert_allclose(prefix_matching_score(attn, PERIOD), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("attn, period, message", [
+    (np.zeros((3, T, T)), PERIOD, r"attn must be .* got shape \(3, 20, 20\)"),
+    (np.zeros((1, 1, T, T - 1)), PERIOD, "attn must be"),
+    (np.zeros((1, 1, T, T)), T, "period must be an integer from 1 to T - 1 = 19"),
+    (np.zeros((1, 1, T, T)), 2.5, "period must be an integer"),
+])
+def test_prefix_matching_refuses_bad_input(attn, period, message):
+    with pytest.raises(ValueError, match=message):
+        prefix_matching_score(attn, period)
+
+
+def test_in_context_positions_are_olssons_from_gpt2s_context_up():
+    assert in_context_positions(1024) == in_context_positions(2048) == (50, 500)
+    assert in_context_positions(64) == (3, 31)                      # 50 and 500 times 64 / 1024, rounded
+    assert in_context_positions(4) == (1, 2)
+    with pytest.raises(ValueError, match="a context of 3 tokens is too short"):
+        in_context_positions(3)
+
+
+def test_in_context_score_is_late_minus_early():
+    """Loss = its column index: the 500th token (column 499) minus the 50th (column 49) is 450."""
+    assert in_context_score(np.arange(1024.0)) == pytest.approx(450.0)
+    assert in_context_score(np.arange(64.0)) == pytest.approx(31 - 3)
+    assert in_context_score(np.arange(64.0), early=1, late=64) == pytest.approx(63.0)
+
+
+def test_a_model_that_learns_in_context_scores_below_zero():
+    """Loss 2 + 3 / k at the k-th token over a batch with noise: the mean over 512 sequences gives
+    3/500 - 3/50 = -0.054 within 0.01 (the noise's sd 0.1 over sqrt(512) sequences, twice: 0.006)."""
+    k = np.arange(1, 1025)
+    loss = 2 + 3 / k + 0.1 * np.random.default_rng(0).normal(size=(512, 1024))
+    assert in_context_score(loss) == pytest.approx(3 / 500 - 3 / 50, abs=0.01)
+    assert in_context_score(np.full((4, 1024), 2.0)) == 0.0
+
+
+@pytest.mark.parametrize("loss, kwargs, message", [
+    (np.zeros((2, 3, 4)), {}, r"per_position_loss must be \(B, T\) or \(T,\), got shape \(2, 3, 4\)"),
+    (np.zeros(64), dict(early=10, late=10), "1 <= early < late <= T = 64, got 10 and 10"),
+    (np.zeros(64), dict(early=0, late=10), "got 0 and 10"),
+    (np.zeros(64), dict(early=0), "got 0 and 31"),
+    (np.zeros(64), dict(early=3, late=65), "got 3 and 65"),
+])
+def test_in_context_score_refuses_bad_input(loss, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        in_context_score(loss, **kwargs)

@@ -1,4 +1,5 @@
-"""`python -m lib.scaling fit RUNS.csv [--predict N] [--json]`: fit L(N) = E + A N^-alpha to a ladder of runs and predict the next.
+"""`python -m lib.scaling fit RUNS.csv [--predict N] [--json]`: fit L(N) = E + A N^-alpha to a ladder
+of runs and predict the next.
 
 RUNS.csv has a header with the columns `params` (parameters of each run) and `loss` (its final
 loss); a `tokens` column, or any other, may stand beside them and is not read. `--predict N` adds
@@ -35,8 +36,8 @@ def read_runs(path: str) -> dict[str, list[float]]:
             reader = csv.DictReader(f)
             missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise ValueError(f"{path}: no column {missing[0]!r} in its header (found {reader.fieldnames or 'none'}); "
-                                 f"expected the columns {', '.join(COLUMNS)}")
+                raise ValueError(f"{path}: no column {missing[0]!r} in its header (found "
+                                 f"{reader.fieldnames or 'none'}); expected the columns {', '.join(COLUMNS)}")
             rows = list(reader)
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror}") from None

@@ -1,4 +1,5 @@
-"""A scaling law fitted to a ladder of runs, L(N) = E + A N^-alpha, and the loss it predicts for the next run, with an interval.
+"""A scaling law fitted to a ladder of runs, L(N) = E + A N^-alpha, and the loss it predicts for the
+next run, with an interval.
 
 E is the loss no size removes, A N^-alpha what size does; the form is the N-term of Hoffmann et
 al.'s L(N, D) = E + A / N^alpha + B / D^beta [hoffmann2022training] (their fit: E = 1.69,
