@@ -2,7 +2,8 @@
 
 `TrainConfig` holds `lib.train.train`'s settings (its fields' help texts are the command line's
 `--help`), with presets beside GPTConfig's: `TrainConfig.small()`, the small preset's recipe, and
-`TrainConfig.gpt2()`, GPT-3's settings for its 125M model. Also the parameter count by formula (`param_counts`), the canonical list of every
+`TrainConfig.gpt2()`, GPT-3's settings for its 125M model. `CHOICES` names the layers a GPTConfig
+can choose among. Also the parameter count by formula (`param_counts`), the canonical list of every
 parameter's name and shape (`param_shapes`), which of them AdamW decays (`uses_weight_decay`),
 and the KV-cache size (`kv_cache_bytes`).
 """
