@@ -9,7 +9,7 @@ in-context learning's measures.
 - `in_context`: Olsson et al.'s prefix-matching score of each attention head, and the in-context
   score (late loss minus early loss).
 """
-from .family import (FAMILY, GPT1, GPT2, GPT3, GPT3_TRAIN_PF_DAYS, Published, count_check, member,
+from .family import (FAMILY, GPT1, GPT2, GPT3, GPT3_TABLE_D1_PARAMS, GPT3_TRAIN_PF_DAYS, Published, count_check, member,
                      non_embedding_params, param_count, pf_days, train_compute, train_flops)
 from .fit import PowerLawFit, fit_power_law, predict, standard_errors, t_quantile
 from .in_context import in_context_positions, in_context_score, prefix_matching_score

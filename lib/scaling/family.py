@@ -86,7 +86,9 @@ GPT3 = (
 
 FAMILY = (GPT1, *GPT2, *GPT3)
 
-# Table D.1 of the GPT-3 paper: total training compute in PF-days.
+# Table D.1 of the GPT-3 paper: the parameter count it multiplies by, and total training compute in PF-days.
+GPT3_TABLE_D1_PARAMS = {"GPT-3 Small": 125e6, "GPT-3 Medium": 356e6, "GPT-3 Large": 760e6, "GPT-3 XL": 1320e6,
+                        "GPT-3 2.7B": 2650e6, "GPT-3 6.7B": 6660e6, "GPT-3 13B": 12850e6, "GPT-3 175B": 174600e6}
 GPT3_TRAIN_PF_DAYS = {"GPT-3 Small": 2.60, "GPT-3 Medium": 7.42, "GPT-3 Large": 15.8, "GPT-3 XL": 27.5,
                       "GPT-3 2.7B": 55.2, "GPT-3 6.7B": 139.0, "GPT-3 13B": 268.0, "GPT-3 175B": 3640.0}
 
@@ -96,8 +98,8 @@ COUNT_DIFFERENCES = {
     "radford2019language": (
         "the paper does not say how it counted; each of its four figures equals the count with a "
         "40,478-row token embedding (GPT-1's vocabulary) in place of 50,257 rows, to the paper's rounding"),
-    "brown2020language": ("Table 2.1 rounds; its counts include the embeddings (Table D.1 lists 125M, "
-                          "356M, 760M, 1,320M, 2,650M, 6,660M, 12,850M and 174,600M)"),
+    "brown2020language": ("Table 2.1 rounds; its counts include the embeddings, as Table D.1's more precise "
+                          "ones (GPT3_TABLE_D1_PARAMS) show"),
 }
 
 

@@ -11,15 +11,16 @@ a perfect induction head; for a head attending uniformly to the past, over two c
 
 The in-context score is the loss late in the context minus the loss early in it, averaged over
 sequences: negative when later tokens, with more context to draw on, are predicted better.
-Olsson et al. took the 500th token and the 50th; `in_context_positions` says what is used for a
-shorter context.
+Olsson et al. took the 500th token and the 50th of a 512-token context, the one near its end and
+the other early enough to be near the start yet late enough that the text's language and kind are
+established; `in_context_positions` scales the two to another context length.
 """
 from __future__ import annotations
 
 import numpy as np
 
-OLSSON_POSITIONS = (50, 500)       # early, late: the 50th and the 500th token of the context
-FULL_CONTEXT = 1024                # GPT-2's context: from here on the positions are Olsson et al.'s own
+OLSSON_POSITIONS = (50, 500)       # early, late: the 50th and the 500th token ...
+OLSSON_CONTEXT = 512               # ... of a 512-token context
 
 
 def prefix_matching_score(attn, period: int) -> np.ndarray:
@@ -43,14 +44,15 @@ def prefix_matching_score(attn, period: int) -> np.ndarray:
 
 def in_context_positions(n_ctx: int) -> tuple[int, int]:
     """(early, late): which tokens `in_context_score` compares by default, counted from 1 (the k-th
-    token's loss is column k - 1 of the per-position losses). Olsson et al.'s 50th and 500th from a
-    context of 1,024 (GPT-2's) up; in a shorter one both scaled by n_ctx / 1024 and rounded, early at
-    least the 1st (a context of 64: the 3rd and the 31st)."""
-    scale = min(1.0, n_ctx / FULL_CONTEXT)
+    token's loss is column k - 1 of the per-position losses). Olsson et al.'s 50th and 500th token
+    of 512, scaled by n_ctx / 512 and rounded, early at least the 1st: the same fractions of the
+    context (about 10% and 98%), so GPT-2's 1,024 compares the 100th and the 1,000th, a context
+    of 64 the 6th and the 62nd."""
+    scale = n_ctx / OLSSON_CONTEXT
     early, late = max(1, round(OLSSON_POSITIONS[0] * scale)), round(OLSSON_POSITIONS[1] * scale)
     if not early < late <= n_ctx:
-        raise ValueError(f"a context of {n_ctx} tokens is too short to compare an early token with a later one "
-                         f"(scaled positions {early} and {late}); expected at least 4")
+        raise ValueError(f"a context of {n_ctx!r} tokens is too short to compare an early token with a later one; "
+                         f"expected at least 2")
     return early, late
 
 
