@@ -237,6 +237,16 @@ def test_sizes_too_close_together_are_refused():
         fit_power_law(close, law(close) + 1e-6 * np.random.default_rng(1).normal(size=5))
 
 
+def test_a_narrow_ladder_fits_but_a_one_percent_ladder_does_not():
+    """Exact losses: sizes spanning 1.5x still give back alpha; sizes spanning 1% are refused, though
+    the profile finds the true alpha there too (the limit sits between their conditions, fit.py)."""
+    narrow = np.geomspace(1e8 / 1.22, 1e8 * 1.22, 6)
+    assert fit_power_law(narrow, law(narrow)).alpha == pytest.approx(TRUTH["alpha"], rel=1e-6)
+    one_percent = np.geomspace(1e8 / 1.005, 1e8 * 1.005, 6)
+    with pytest.raises(ValueError, match="too close together"):
+        fit_power_law(one_percent, law(one_percent))
+
+
 @pytest.mark.parametrize("kwargs, message", [(dict(level=1.0), "level must be between 0 and 1"),
                                              (dict(n_params=0), "n_params must be positive")])
 def test_predict_refuses_bad_arguments(kwargs, message):

@@ -60,9 +60,7 @@ GPT1 = Published(
     "GPT-1", GPTConfig(vocab_size=40478, n_ctx=512, n_layer=12, n_head=12, n_embd=768, dropout=0.1),
     None, None, "BooksCorpus: over 7,000 unique unpublished books; training tokens not stated",
     64 * 512, 2.5e-4, "radford2018improving", norm_placement="post", final_norm=False,
-    notes=("the GPT-1 paper states no parameter count; 117M is GPT-2's paper's figure for its smallest "
-           "model, which it calls the size of the original GPT",
-           "vocabulary: BPE with 40,000 merges (40,478 tokens in the released model)",
+    notes=("vocabulary: BPE with 40,000 merges (40,478 tokens in the released model)",
            "100 epochs over minibatches of 64 sequences of 512 tokens"))
 
 GPT2 = (_gpt2("GPT-2 Small", 117e6, 12, 768), _gpt2("GPT-2 Medium", 345e6, 24, 1024),
@@ -125,8 +123,8 @@ def non_embedding_params(model: Published) -> int:
 
 
 def count_check(model: Published) -> dict:
-    """lib's count beside the published one: {"counted", "published", "ratio", "why"} (ratio and why
-    None where the paper states no count)."""
+    """lib's count beside the published one: {"counted", "published", "ratio", "why"} (published and
+    ratio None where the paper states no count; why: COUNT_DIFFERENCES's line for its paper)."""
     counted = param_count(model)
     published = model.params
     return {"counted": counted, "published": published,

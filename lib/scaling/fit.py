@@ -120,8 +120,9 @@ def _jacobian(u, E, log_B, alpha):
 
 def _separability(log_N, E, log_A, alpha) -> float:
     """The condition number of the Jacobian in (E, ln A, alpha), columns scaled to unit length: how
-    nearly a change of ln A can be undone by one of alpha. A ladder spanning 1,000x in N measures
-    about 70, one spanning 1.5x about 1.5e4, one spanning 1% above 1e6 (tests/test_scaling.py)."""
+    nearly a change of ln A can be undone by one of alpha. On exact ladders of Hoffmann et al.'s
+    N-term it measures about 70 for sizes from 1e6 to 1e9, 1.6e4 for sizes spanning 1.5x around 1e8
+    and 2.5e7 for 1% around 1e8: the limit of 1e6 passes the second and refuses the third."""
     J = _jacobian(log_N, E, log_A, alpha)
     return float(np.linalg.cond(J / np.linalg.norm(J, axis=0)))
 
@@ -159,10 +160,10 @@ def standard_errors(fit: PowerLawFit) -> dict:
 
 @lru_cache
 def t_quantile(q: float, dof: int) -> float:
-    """The q-quantile of Student's t with `dof` degrees of freedom (0 < q < 1). With t = sqrt(dof) tan(theta),
-    theta's density is proportional to cos(theta)^(dof - 1) on (-pi/2, pi/2), so its distribution function is
-    a cumulative integral over a fine grid, inverted by interpolation (error below 1e-6 in the quantile
-    for dof >= 1 and 1e-4 < q < 1 - 1e-4)."""
+    """The q-quantile of Student's t with `dof` degrees of freedom (0 < q < 1), numpy only. With
+    t = sqrt(dof) tan(theta), theta's density is proportional to cos(theta)^(dof - 1) on (-pi/2, pi/2),
+    so its distribution function is a cumulative integral over a fine grid, inverted by interpolation
+    (it matches printed tables to their four decimals: tests/test_scaling.py)."""
     if not (0 < q < 1 and dof >= 1):
         raise ValueError(f"t_quantile needs 0 < q < 1 and dof >= 1, got q={q!r}, dof={dof!r}")
     theta = np.linspace(0, np.pi / 2, 200_001)
