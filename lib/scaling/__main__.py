@@ -53,7 +53,8 @@ def _number(cell, path, line, column) -> float:
 
 
 def summary(runs: dict, n_predict: float | None) -> dict:
-    """The fit of `runs` and, for n_predict, the predicted loss and its interval: the JSON object."""
+    """{"E", "A", "alpha", "prediction", "interval", "errors", "runs"}: the fit of `runs`, its standard
+    errors and, for n_predict, a new run's predicted loss and interval (the JSON object: the first five)."""
     fit = fit_power_law(runs["params"], runs["loss"])
     result = {"E": fit.E, "A": fit.A, "alpha": fit.alpha, "prediction": None, "interval": None,
               "errors": standard_errors(fit), "runs": fit.n}
