@@ -55,7 +55,7 @@ def _finetune():
 
 
 def _posttrain():
-    from .posttrain import experiment
+    from .posttrain.experiment import experiment
     return experiment(progress=False)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import lib.cached
 import lib.finetune
-import lib.posttrain
+import lib.posttrain.experiment
 import lib.pretrained
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,16 +51,17 @@ def test_the_course_seed_shifts_every_cached_training_and_its_cache_key(monkeypa
     another seed shifts every training seed and so names other cache entries."""
     monkeypatch.delenv("GPT2_COURSE_SEED", raising=False)
     monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
-    written = (lib.finetune.experiment_file(), lib.posttrain.experiment_file())
-    settings = lib.posttrain._settings()
-    assert settings["sft"] == asdict(lib.posttrain.SFT) and settings["dpo"] == asdict(lib.posttrain.DPO)
+    written = (lib.finetune.experiment_file(), lib.posttrain.experiment.experiment_file())
+    settings = lib.posttrain.experiment._settings()
+    assert settings["sft"] == asdict(lib.posttrain.experiment.SFT)
+    assert settings["dpo"] == asdict(lib.posttrain.experiment.DPO)
     monkeypatch.setenv("GPT2_COURSE_SEED", "3")
     assert lib.cached.shifted(1337) == 1340
-    shifted = (lib.finetune.experiment_file(), lib.posttrain.experiment_file())
+    shifted = (lib.finetune.experiment_file(), lib.posttrain.experiment.experiment_file())
     assert all(a != b for a, b in zip(written, shifted))
-    settings = lib.posttrain._settings()
-    assert settings["sft"]["seed"] == lib.posttrain.SFT.seed + 3
-    assert settings["dpo"]["seed"] == lib.posttrain.DPO.seed + 3
+    settings = lib.posttrain.experiment._settings()
+    assert settings["sft"]["seed"] == lib.posttrain.experiment.SFT.seed + 3
+    assert settings["dpo"]["seed"] == lib.posttrain.experiment.DPO.seed + 3
     run = lib.finetune._settings(2, (2,), lib.finetune.PRETRAIN_CONFIG, None, None, lib.finetune.FINETUNE)
     assert run["pretrain"]["seed"] == lib.finetune.PRETRAIN["seed"] + 3
     assert run["finetune"]["seed"] == lib.finetune.FINETUNE.seed + 3

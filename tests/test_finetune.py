@@ -294,9 +294,10 @@ def test_book_build_stops_first_when_the_experiment_is_not_cached(tmp_path, monk
     monkeypatch.setattr(build_book.subprocess, "Popen", lambda *a, **k: pytest.fail("the build started"))
     assert build_book.main() != 0
     out = capsys.readouterr().out
-    assert "python -m lib.finetune" in out and "p.experiment()" in out and "tools/install.sh" in out
-    import lib.posttrain
-    for path in (ft.experiment_file(), lib.posttrain.experiment_file()):
+    assert "python -m lib.finetune" in out and "tools/install.sh" in out
+    assert "from lib.posttrain.experiment import experiment; experiment()" in out
+    import lib.posttrain.experiment
+    for path in (ft.experiment_file(), lib.posttrain.experiment.experiment_file()):
         assert build_book.missing_results() != []
         path.parent.mkdir(parents=True)
         path.write_text("{}")

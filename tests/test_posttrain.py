@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-import lib.posttrain as pt
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
 from lib.config import GPTConfig
 from lib.numpy_twin import posttrain as npt
+from lib.posttrain import alpaca, experiment, instructions, loops, scores, template
 from lib.torch_twin import posttrain as tpt
 
 
@@ -164,8 +164,8 @@ def test_lora_on_a_gpt_counts_trains_and_merges_in_both_twins():
 def a_batch(n=4):
     """n (prompt, response) pairs short enough for tiny()'s context: "Say:" and 8 characters of a
     line, then its first 6 characters."""
-    lines = [it["input"] for it in pt.instruction_data(train_per_task=2, test_per_task=1)["train"][:n]]
-    return [(pt.prompt_ids("Say:", line[:8]), pt.response_ids(line[:6])) for line in lines]
+    lines = [it["input"] for it in instructions.instruction_data(train_per_task=2, test_per_task=1)["train"][:n]]
+    return [(template.prompt_ids("Say:", line[:8]), template.response_ids(line[:6])) for line in lines]
 
 
 @pytest.mark.parametrize("mask_prompt", [True, False])
@@ -178,7 +178,7 @@ def test_masked_loss_and_its_gradient_match_torch(mask_prompt):
         p[...] = np.random.default_rng(1).standard_normal(p.shape) * 0.1
         with torch.no_grad():
             tp.copy_(torch.as_tensor(p))
-    x, y, mask = pt.chat_batch(a_batch(), mask_prompt)
+    x, y, mask = template.chat_batch(a_batch(), mask_prompt)
     model.zero_grad()
     loss, dlogits = npt.masked_cross_entropy(model.forward(x), y, mask)
     model.backward(dlogits)
@@ -193,25 +193,25 @@ def test_masked_loss_and_its_gradient_match_torch(mask_prompt):
 
 
 def test_chat_batch_masks_the_prompt_and_the_padding():
-    pairs = [(pt.prompt_ids("First word?", "Go to."), pt.response_ids("Go")),
-             (pt.prompt_ids("How many words?", "Go to, go."), pt.response_ids("3"))]
-    x, y, mask = pt.chat_batch(pairs)
-    assert pt.render(np.concatenate(pairs[0])) == "<|user|>First word?\nGo to.<|assistant|>Go<|end|>"
-    assert pt.render(y[0][mask[0] == 1]) == "Go<|end|>" and pt.render(y[1][mask[1] == 1]) == "3<|end|>"
-    assert x[0][mask[0] == 1][0] == pt.ASSISTANT                              # the first response token follows it
-    _, _, full = pt.chat_batch(pairs, mask_prompt=False)
+    pairs = [(template.prompt_ids("First word?", "Go to."), template.response_ids("Go")),
+             (template.prompt_ids("How many words?", "Go to, go."), template.response_ids("3"))]
+    x, y, mask = template.chat_batch(pairs)
+    assert template.render(np.concatenate(pairs[0])) == "<|user|>First word?\nGo to.<|assistant|>Go<|end|>"
+    assert template.render(y[0][mask[0] == 1]) == "Go<|end|>" and template.render(y[1][mask[1] == 1]) == "3<|end|>"
+    assert x[0][mask[0] == 1][0] == template.ASSISTANT              # the first response token follows it
+    _, _, full = template.chat_batch(pairs, mask_prompt=False)
     assert full[1].sum() == len(np.concatenate(pairs[1])) - 1 and full[0, -1] == 0   # real tokens only
     with pytest.raises(ValueError, match="take 30 tokens; expected at most n_ctx \\+ 1 = 9"):
-        pt.chat_batch(pairs, n_ctx=8)
+        template.chat_batch(pairs, n_ctx=8)
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-6), (np.float32, 1e-4)])
 def test_dpo_step_gradients_match_torch_autograd(dtype, tol):
     config = tiny()
     model, tmodel = twin_pair(config, dtype)
-    triples = [(p, r, pt.response_ids("NOT " + pt.render(r[:-1]))) for p, r in a_batch()]
+    triples = [(p, r, template.response_ids("NOT " + template.render(r[:-1]))) for p, r in a_batch()]
     batch = [(p, c) for p, c, _ in triples] + [(p, r) for p, _, r in triples]
-    x, y, mask = pt.chat_batch(batch)
+    x, y, mask = template.chat_batch(batch)
     ref = np.random.default_rng(2).standard_normal(len(batch)) - 20.0
     model.zero_grad()
     logp, cache = npt.response_logp(model, x, y, mask)
@@ -250,29 +250,30 @@ def test_dpo_loss_is_stable_when_margins_reach_the_thousands():
     np.testing.assert_allclose(gc, [0.0, -1 / 3, -0.5 / 3], atol=1e-15)
     assert np.array_equal(gr, -gc) and np.array_equal(grc, -gc) and np.array_equal(grr, gc)
     tensors = [torch.tensor(a, requires_grad=True) for a in (pc, pr, zero, zero)]
-    tloss = pt.dpo_loss(*tensors, 1.0)                       # the shared front, torch inputs: the torch twin
+    tloss = loops.dpo_loss(*tensors, 1.0)                       # the shared front, torch inputs: the torch twin
     tloss.backward()
     assert abs(tloss.item() - loss) < 1e-9 and np.allclose(tensors[0].grad.numpy(), gc)
-    assert pt.dpo_loss(pc, pr, zero, zero, 1.0) == loss     # numpy inputs: the numpy twin's value
+    assert loops.dpo_loss(pc, pr, zero, zero, 1.0) == loss     # numpy inputs: the numpy twin's value
     f32 = [a.astype(np.float32) for a in (pc, pr, zero, zero)]
     assert abs(npt.dpo_loss(*f32, np.float32(1.0))[0] - loss) < 1e-3 * loss   # float32 too
     with pytest.raises(ValueError, match="must be \\(B,\\) arrays of one shape"):
-        pt.dpo_loss(pc, pr[:2], zero, zero, 1.0)
+        loops.dpo_loss(pc, pr[:2], zero, zero, 1.0)
 
 
 def test_the_dpo_and_sft_steps_lower_their_losses_in_both_twins():
     config = tiny()
-    triples = [(p, r, pt.response_ids("NOT " + pt.render(r[:-1]))) for p, r in a_batch()]
+    triples = [(p, r, template.response_ids("NOT " + template.render(r[:-1]))) for p, r in a_batch()]
     for twin in ("numpy", "torch"):
         GPT = nt.GPT if twin == "numpy" else tt.GPT
         model = GPT(config, seed=0)
-        history = pt.sft(model, [(p, c) for p, c, _ in triples], replace(pt.SFT, steps=80, batch_size=4, lr=1e-2),
-                         progress=False)
+        tuning = replace(experiment.SFT, steps=80, batch_size=4, lr=1e-2)
+        history = loops.sft(model, [(p, c) for p, c, _ in triples], tuning, progress=False)
         assert history["loss"][-1] < 0.5 * history["loss"][0], twin
         assert history["optimizer_bytes"] == 2 * 4 * sum(int(np.prod(s)) for s in
                                                          (p.shape for _, p in model.named_parameters()))
-        ref = pt.reference_logps(model, triples)
-        dpo = pt.dpo(model, triples, ref, replace(pt.DPO, beta=0.5, steps=20, batch_size=4, lr=1e-3), progress=False)
+        ref = loops.reference_logps(model, triples)
+        preference = replace(experiment.DPO, beta=0.5, steps=20, batch_size=4, lr=1e-3)
+        dpo = loops.dpo(model, triples, ref, preference, progress=False)
         assert abs(dpo["loss"][0] - math.log(2)) < 1e-3 and dpo["loss"][-1] < 0.5, twin   # starts at log 2
 
 
@@ -280,34 +281,35 @@ def test_the_dpo_and_sft_steps_lower_their_losses_in_both_twins():
 def test_instruction_data_splits_and_checkable_answers():
     from lib.evaluate import held_out_plays
 
-    data = pt.instruction_data(train_per_task=100, test_per_task=40)
+    data = instructions.instruction_data(train_per_task=100, test_per_task=40)
     held_out = {p["slug"] for p in held_out_plays()}
     for split, n in (("train", 100), ("test", 40)):
-        assert [it["task"] for it in data[split]] == [t for t in pt.TASKS for _ in range(n)]
+        assert [it["task"] for it in data[split]] == [t for t in instructions.TASKS for _ in range(n)]
     train_lines = {(it["play"], it["input"]) for it in data["train"]}
     for it in data["test"]:
         assert it["choices"][it["label"]] == it["output"] and len(set(it["choices"])) == 4
-        by = pt.TASKS[it["task"]][1]
+        by = instructions.TASKS[it["task"]][1]
         if by == "plays":                                    # a whole play held out
             assert it["play"] in held_out and not any(it["input"] == line for _, line in train_lines)
         else:                                                # a line held out of a training play
             assert it["play"] not in held_out and (it["play"], it["input"]) not in train_lines
     for it in data["train"] + data["test"]:
         for choice in it["choices"]:                          # DPO trains on the wrong choices too
-            assert len(pt.prompt_ids(it["instruction"], it["input"])) + len(pt.response_ids(choice)) <= pt.N_CTX + 1
+            tokens = len(template.prompt_ids(it["instruction"], it["input"])) + len(template.response_ids(choice))
+            assert tokens <= instructions.N_CTX + 1
         if it["task"] == "capitals":
             assert it["output"] == it["input"].upper()
         if it["task"] == "words":
             assert it["output"] == str(len(it["input"].split()))
-    assert pt.instruction_data(train_per_task=100, test_per_task=40) == data            # seeded
+    assert instructions.instruction_data(train_per_task=100, test_per_task=40) == data            # seeded
     with pytest.raises(ValueError, match="has [0-9]+ test items; asked for 100000"):
-        pt.instruction_data(train_per_task=1, test_per_task=100000)
+        instructions.instruction_data(train_per_task=1, test_per_task=100000)
 
 
 def test_preference_pairs_reject_a_wrong_choice():
-    items = pt.instruction_data(train_per_task=5, test_per_task=1)["train"]
-    for it, (p, c, r) in zip(items, pt.preference_pairs(items)):
-        assert pt.render(c) == it["output"] + "<|end|>" and pt.render(r)[:-len("<|end|>")] in it["choices"]
+    items = instructions.instruction_data(train_per_task=5, test_per_task=1)["train"]
+    for it, (p, c, r) in zip(items, instructions.preference_pairs(items)):
+        assert template.render(c) == it["output"] + "<|end|>" and template.render(r)[:-len("<|end|>")] in it["choices"]
         assert not np.array_equal(c, r)
 
 
@@ -317,14 +319,14 @@ def test_exact_match_is_greedy_decoding_to_end():
     for twin in ("numpy", "torch"):
         model = (nt.GPT if twin == "numpy" else tt.GPT)(config, seed=0)
         pairs = a_batch(3)
-        pt.sft(model, pairs, replace(pt.SFT, steps=40, batch_size=3, lr=3e-3), progress=False)
+        loops.sft(model, pairs, replace(experiment.SFT, steps=40, batch_size=3, lr=3e-3), progress=False)
         model.eval()
-        matched = pt.exact_match(model, pairs)
-        lines = [pt.render(prompt[len("<Say:") + 1:-1]) for prompt, _ in pairs]
+        matched = scores.exact_match(model, pairs)
+        lines = [template.render(prompt[len("<Say:") + 1:-1]) for prompt, _ in pairs]
         for line, (prompt, response), hit in zip(lines, pairs, matched):
-            assert np.array_equal(pt.prompt_ids("Say:", line), prompt)
-            out = pt.chat(model, "Say:", line, max_new_tokens=len(response) + 3)
-            assert (out + "<|end|>" == pt.render(response)) == hit, twin
+            assert np.array_equal(template.prompt_ids("Say:", line), prompt)
+            out = template.chat(model, "Say:", line, max_new_tokens=len(response) + 3)
+            assert (out + "<|end|>" == template.render(response)) == hit, twin
         assert matched.any(), twin                           # it learnt some by heart
 
 
@@ -334,19 +336,19 @@ def test_instructions_in_the_json_format_of_the_gpu_branch(tmp_path):
     as_list, as_lines = tmp_path / "data.json", tmp_path / "data.jsonl"
     as_list.write_text(json.dumps(records))
     as_lines.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    assert pt.load_instructions(as_list) == pt.load_instructions(as_lines) == records
-    assert pt.alpaca_prompt(records[1]) == "### Instruction:\nTranslate.\n\n### Input:\nBonjour\n\n### Response:\n"
+    assert alpaca.load_instructions(as_list) == alpaca.load_instructions(as_lines) == records
+    assert alpaca.alpaca_prompt(records[1]) == "### Instruction:\nTranslate.\n\n### Input:\nBonjour\n\n### Response:\n"
     from lib.tokenizer import gpt2_tiktoken
     enc = gpt2_tiktoken()
-    pairs = pt.gpt2_pairs(pt.load_instructions(as_lines), enc.encode, enc.eot_token, 64)
+    pairs = alpaca.gpt2_pairs(alpaca.load_instructions(as_lines), enc.encode, enc.eot_token, 64)
     assert len(pairs) == 2 and pairs[1][1][-1] == enc.eot_token and enc.decode(list(pairs[1][1][:-1])) == "Hello"
-    assert len(pt.gpt2_pairs(records, enc.encode, enc.eot_token, 8)) == 0        # too long for 8 tokens
+    assert len(alpaca.gpt2_pairs(records, enc.encode, enc.eot_token, 8)) == 0        # too long for 8 tokens
     (tmp_path / "bad.jsonl").write_text('{"instruction": "x"}\n')
     with pytest.raises(ValueError, match="record 0 needs string fields instruction and output"):
-        pt.load_instructions(tmp_path / "bad.jsonl")
+        alpaca.load_instructions(tmp_path / "bad.jsonl")
     (tmp_path / "broken.jsonl").write_text('{"instruction": \n')
     with pytest.raises(ValueError, match="not JSON nor JSON lines"):
-        pt.load_instructions(tmp_path / "broken.jsonl")
+        alpaca.load_instructions(tmp_path / "broken.jsonl")
 
 
 def test_the_experiment_runs_and_caches_at_a_tiny_size(tmp_path, monkeypatch):
@@ -356,20 +358,21 @@ def test_the_experiment_runs_and_caches_at_a_tiny_size(tmp_path, monkeypatch):
 
     monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
     monkeypatch.setattr(lib.pretrained, "shakespeare_small", lambda twin="numpy": tt.GPT(GPTConfig.small(), seed=0))
-    monkeypatch.setattr(pt, "DATA", dict(train_per_task=8, test_per_task=4, seed=0))
-    monkeypatch.setattr(pt, "SFT", replace(pt.SFT, steps=3, batch_size=4))
-    monkeypatch.setattr(pt, "DPO", replace(pt.DPO, steps=2, batch_size=2))
-    result = pt.experiment(progress=False)
+    monkeypatch.setattr(experiment, "DATA", dict(train_per_task=8, test_per_task=4, seed=0))
+    monkeypatch.setattr(experiment, "SFT", replace(experiment.SFT, steps=3, batch_size=4))
+    monkeypatch.setattr(experiment, "DPO", replace(experiment.DPO, steps=2, batch_size=2))
+    result = experiment.experiment(progress=False)
     runs = result["runs"]
     assert set(runs) == {"base", "sft", "sft_no_mask", "lora", "dpo", "dpo_no_ref", "dpo_small_beta"}
-    assert result["tasks"] == [t for t in pt.TASKS for _ in range(4)]
+    assert result["tasks"] == [t for t in instructions.TASKS for _ in range(4)]
     for name, run in runs.items():
         assert all(len(run[k]) == 20 for k in ("exact", "choice", "preference")) and run["response_loss"] > 0, name
     assert runs["lora"]["trainable"] < runs["sft"]["trainable"] == tt.GPT(GPTConfig.small(vocab_size=259)).num_params()
     assert runs["lora"]["optimizer_bytes"] == 8 * runs["lora"]["trainable"]
     assert all(runs[n]["kl"] >= 0 for n in ("dpo", "dpo_no_ref", "dpo_small_beta"))
-    assert pt.experiment_file().is_file() and pt.experiment(progress=False) == result       # read from the cache
-    assert pt.sft_model("numpy").config.vocab_size == 259
+    assert experiment.experiment_file().is_file()
+    assert experiment.experiment(progress=False) == result                  # read from the cache
+    assert experiment.sft_model("numpy").config.vocab_size == 259
 
 
 @pytest.mark.parametrize("settings, field, value, message", [
@@ -381,4 +384,4 @@ def test_the_experiment_runs_and_caches_at_a_tiny_size(tmp_path, monkeypatch):
     ("DPO", "seed", None, "seed must be an integer >= 0, got None")])
 def test_bad_training_settings_fail_where_they_are_built(settings, field, value, message):
     with pytest.raises(ValueError, match=f"^{message}$"):
-        replace(getattr(pt, settings), **{field: value})
+        replace(getattr(experiment, settings), **{field: value})

@@ -34,12 +34,12 @@ def missing_results():
     if str(ROOT) not in sys.path:                            # run as a script, tools/ is on the path instead
         sys.path.insert(0, str(ROOT))
     import lib.finetune
-    import lib.posttrain
+    import lib.posttrain.experiment
     from lib.assets import AssetError
 
     results = [("chapter 7's fine-tuning experiment", lib.finetune.experiment_file, "python -m lib.finetune"),
-               ("chapter 9's post-training experiment", lib.posttrain.experiment_file,
-                'python -c "import lib.posttrain as p; p.experiment()"')]
+               ("chapter 9's post-training experiment", lib.posttrain.experiment.experiment_file,
+                'python -c "from lib.posttrain.experiment import experiment; experiment()"')]
     missing = []
     for what, where, command in results:
         try:
