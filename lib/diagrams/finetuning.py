@@ -1,8 +1,6 @@
 """Chapter 7's diagram: GPT-1's input format for classification, and the head on the last token."""
 from __future__ import annotations
 
-import inspect
-
 from .. import finetune as ft
 from .svg import MUTED, SMALL, Canvas
 
@@ -13,7 +11,7 @@ def gpt1_classification():
     T = passage + 2
     config = ft.PRETRAIN_CONFIG
     C, K = config.n_embd, len(ft.LABELS)
-    lm_weight = inspect.signature(ft.finetune).parameters["lm_weight"].default
+    lm_weight = ft.FINETUNE.lm_weight
     c = Canvas()
     special_w, text_w, gap, top = 96, 160, 6, 30
     parts = [("[start]", f"id {start}", special_w, "head"),

@@ -1,8 +1,9 @@
-"""The chat template: `<|user|>instruction\\ninput<|assistant|>response<|end|>` as token ids.
+"""The chat template: an instruction, its input and a response as token ids, with three markers.
 
-The three markers are new token ids after the 256 bytes (`SPECIAL`, added to a model by
-`add_chat_tokens`); the prompt ends at `<|assistant|>` and a response ends with `<|end|>`, where
-sampling stops (`chat`). `chat_batch` gives inputs, targets and the loss mask of a batch.
+The template is `<|user|>instruction\\ninput<|assistant|>response<|end|>`, the three markers new
+token ids after the 256 bytes (`SPECIAL`, added to a model by `add_chat_tokens`); the prompt
+ends at `<|assistant|>` and a response ends with `<|end|>`, where sampling stops (`chat`).
+`chat_batch` gives inputs, targets and the loss mask of a batch.
 """
 from __future__ import annotations
 
