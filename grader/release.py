@@ -8,9 +8,10 @@ chapters, the exercise notebooks (stubs), lib, tools and the tests. What stays o
 the notebook sources), `grader/` (the grader and this module) and the tests that need them
 (`tests/test_grader.py`, `tests/test_classroom.py`, `tests/test_release.py`,
 `tests/test_sandbox_limits.py`, `tests/test_visible_checks.py`, which runs the wrong answers through
-the visible checks, `tests/test_capstone_pieces.py`, `tests/test_exercise_folders.py`) and the
-check for answers shown before their exercise (`tools/answer_leaks.py`,
-`tests/test_answer_leaks.py`): without hidden tests there is nothing for students to grade with.
+the visible checks, `tests/test_capstone_pieces.py`, `tests/test_exercise_folders.py`,
+`tests/test_blocked_names.py`) and the check for answers shown before their exercise
+(`tools/answer_leaks.py`, `tests/test_answer_leaks.py`): without hidden tests there is nothing for
+students to grade with.
 
 The release is the public repository's content (book/running.md, "Publishing the book"): its
 `_config.yml` names the public repository (`release:` in this repository's `_config.yml`) under
@@ -36,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXCLUDED_DIRS = ("solutions", "grader", ".git")
 EXCLUDED_FILES = ("tests/test_grader.py", "tests/test_classroom.py", "tests/test_release.py",
                   "tests/test_publish.py", "tests/test_sandbox_limits.py", "tests/test_visible_checks.py",
-                  "tests/test_capstone_pieces.py", "tests/test_exercise_folders.py", "tests/test_answer_leaks.py",
-                  "tools/answer_leaks.py")
+                  "tests/test_capstone_pieces.py", "tests/test_exercise_folders.py", "tests/test_blocked_names.py",
+                  "tests/test_answer_leaks.py", "tools/answer_leaks.py")
 
 
 def source_files(root: Path = ROOT) -> list[Path]:
