@@ -16,7 +16,7 @@ from book_toc import toc_docnames  # noqa: E402
 
 from grader import DEFAULT_TESTS, book_number, load_hidden_tests  # noqa: E402
 
-FOLDERS = sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and p.name != "__pycache__")
+FOLDERS = sorted(p.name for p in SOLUTIONS.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
 
 
 def checklist_files() -> list[str]:
