@@ -2,7 +2,7 @@
 masked instruction-tuning loss, response log-probabilities and the DPO loss with its gradient.
 
 Read it beside `lib/torch_twin/posttrain.py`: same names, same order. The data, the template and
-the loops are framework-free and live in `lib/posttrain.py`.
+the loops are framework-free and live in the package `lib/posttrain/`.
 Shapes: B batch, T time, V vocab, N = B T rows, r LoRA rank.
 """
 from __future__ import annotations
