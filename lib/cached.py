@@ -72,9 +72,12 @@ RUNS = (
 
 # The code that decides what these runs train and how: a change to any of it makes tools/claims.py's
 # report stale (tests/test_claims.py), since the chapters' figures came from the code as it was.
-CODE = ("lib/cached.py", "lib/pretrained.py", "lib/overfitting.py", "lib/finetune.py", "lib/posttrain.py",
-        "lib/train.py", "lib/config.py", "lib/dropout.py", "lib/torch_twin/train.py", "lib/torch_twin/finetune.py",
-        "lib/torch_twin/posttrain.py", "lib/torch_twin/model.py", "lib/torch_twin/modern.py")
+CODE = ("lib/cached.py", "lib/pretrained.py", "lib/overfitting.py", "lib/finetune.py", "lib/posttrain/experiment.py",
+        "lib/posttrain/instructions.py", "lib/posttrain/loops.py", "lib/posttrain/scores.py",
+        "lib/posttrain/template.py", "lib/train.py", "lib/schedule.py", "lib/settings.py", "lib/data.py",
+        "lib/assets.py", "lib/config.py", "lib/dropout.py", "lib/torch_twin/train.py", "lib/torch_twin/gpu.py",
+        "lib/torch_twin/finetune.py", "lib/torch_twin/posttrain.py", "lib/torch_twin/model.py",
+        "lib/torch_twin/modern.py")
 
 
 def code_digest() -> str:
