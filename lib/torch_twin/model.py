@@ -315,7 +315,7 @@ def replace_head(model, head):
     """Within this block `model.forward` computes its logits as head(hidden), (B, T, C) ->
     (B, T, V), instead of the tied product above: the function, set on the instance, hides the
     method, and leaving the block deletes it. Its two users: the CPU decode layout
-    (cpu_decode.py) and GPU training's padded vocabulary (train.py's `pad_vocab`)."""
+    (cpu_decode.py) and GPU training's padded vocabulary (gpu.py's `pad_vocab`)."""
     model.lm_head = head
     try:
         yield
