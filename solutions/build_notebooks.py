@@ -18,8 +18,6 @@ CELLS, a list built with the helpers below:
   version of an answer, after the checks. Its last statement (the one that shows lib's code) runs
   only `if checks_passed(N)` (lib.checks), N the notebook's check cells: run top to bottom on the
   stubs, the notebook says why it waits instead of printing lib's answer;
-- colab(src): a `uses` cell for Colab only (the published weights, which need the network), left
-  out of the book (tagged `remove-cell`, as the chapters' Colab cells are).
 Both notebooks are written without outputs. This file and the sources live in solutions/, which
 students never receive.
 """
@@ -42,7 +40,7 @@ SETUP = setup_source()                 # the chapters' setup cell, from _config.
 
 @dataclass
 class Cell:
-    kind: str            # md | code | graded | task | uses | check | collapsed | colab
+    kind: str            # md | code | graded | task | uses | check | collapsed
     student: str
     solution: str
 
@@ -94,10 +92,6 @@ def after_checks(src, count):
     return "\n".join(head + lines[:last.lineno - 1] + gated)
 
 
-def colab(src):
-    return Cell("colab", _clean(src), _clean(src))
-
-
 def setup():
     return Cell("setup", SETUP, SETUP)
 
@@ -119,10 +113,8 @@ def notebook(cells, exercise, solution):
         tags = []
         if cell.kind == "graded":
             tags.append(f"graded:{exercise}")
-        if cell.kind in ("uses", "check", "colab") and not solution:
+        if cell.kind in ("uses", "check") and not solution:
             tags.append("raises-exception")
-        if cell.kind == "colab":
-            tags.append("remove-cell")
         if cell.kind == "collapsed":
             tags.append("hide-cell")
         if cell.kind == "setup":
