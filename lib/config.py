@@ -318,7 +318,8 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8":
 
 
 def kv_cache_bytes(config: GPTConfig, seq_len: int, dtype="float32", batch: int = 1) -> int:
-    """Bytes a KV cache needs: keys and values, every layer, every position.
+    """Bytes a KV cache needs: keys and values, every layer, every position (with a sliding window
+    W, the last W positions only: the rolling cache's size, whatever seq_len).
 
     Per token that is 2 x n_layer x kv_heads x head_dim values: 2 x n_layer x n_embd with one
     K/V head per query head (18,432 for GPT-2 Small), n_head / kv_heads times fewer with GQA.
@@ -335,4 +336,5 @@ def kv_cache_bytes(config: GPTConfig, seq_len: int, dtype="float32", batch: int 
     if name not in _DTYPE_BYTES:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPE_BYTES)}")
     per_token = 2 * config.n_layer * config.kv_heads * config.head_dim   # keys and values, every layer
-    return per_token * seq_len * batch * _DTYPE_BYTES[name]
+    kept = seq_len if config.sliding_window is None else min(seq_len, config.sliding_window)
+    return per_token * kept * batch * _DTYPE_BYTES[name]

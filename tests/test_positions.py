@@ -20,7 +20,7 @@ import torch
 
 from lib import numpy_twin as nt
 from lib import torch_twin as tt
-from lib.config import GPTConfig, param_shapes
+from lib.config import GPTConfig, kv_cache_bytes, param_shapes
 from lib.numpy_twin import model as nm
 from lib.pretrained import MODERN_SMALL
 from lib.torch_twin import model as tm
@@ -180,8 +180,8 @@ def test_learned_positions_refuse_positions_past_n_ctx_even_when_asked(twin):
     model = TWINS[twin].GPT(tiny())
     idx = np.zeros((1, 17), np.int64)
     for extrapolate in (False, True):
-        with pytest.raises(ValueError, match=r"^sequence of 17 positions \(17 new\) does not fit the context: "
-                                             r"expected 1 to n_ctx=16 \(learned positions have wpe rows for 0 to 15 only\)$"):
+        with pytest.raises(ValueError, match=r"^sequence of 17 positions \(17 new\) does not fit the context: expected "
+                                             r"1 to n_ctx=16 \(learned positions have wpe rows for 0 to 15 only\)$"):
             logits_of(model, idx, extrapolate=extrapolate)
 
 
@@ -262,7 +262,8 @@ def test_a_window_as_long_as_the_context_changes_nothing():
 
 # ---- numpy's gradients against torch autograd, float64, saturated scores ------------------------------------
 GRADIENTS = {"sinusoidal": dict(position="sinusoidal"), "alibi": dict(position="alibi"),
-             "window": dict(sliding_window=3), "alibi_gqa_window": dict(position="alibi", n_kv_head=2, sliding_window=5),
+             "window": dict(sliding_window=3),
+             "alibi_gqa_window": dict(position="alibi", n_kv_head=2, sliding_window=5),
              "rope_interpolation": dict(position="rope", rope_scaling="interpolation", rope_factor=2.0),
              "rope_ntk_window": dict(position="rope", rope_scaling="ntk", rope_factor=3.0, sliding_window=4)}
 
@@ -278,7 +279,7 @@ def test_numpy_gradients_match_torch_autograd_float64(name):
     idx = np.random.default_rng(7).integers(0, cfg.vocab_size, (3, cfg.n_ctx))
     logits = numpy_model.forward(idx)
     att = numpy_model.forward_outputs(idx, return_attention=True).attentions[0]
-    assert att[:, :, 6:].max() > 0.99                         # rows past the sixth that put almost all weight on one key
+    assert att[:, :, 6:].max() > 0.99                         # rows past the sixth with almost all weight on one key
     G = np.random.default_rng(8).standard_normal(logits.shape)
     numpy_model.zero_grad()
     numpy_model.forward(idx)
@@ -325,7 +326,8 @@ def test_rolling_cache_tokens_equal_the_full_caches_within_the_window(twin, posi
     """While every token is made from at most W positions the window hides nothing: the same tokens
     as the same weights without a window, decoded with the plain cache."""
     W, module = 8, TWINS[twin]
-    windowed, plain = module.GPT(tiny(position=position, sliding_window=W), seed=2), module.GPT(tiny(position=position), seed=2)
+    windowed = module.GPT(tiny(position=position, sliding_window=W), seed=2)
+    plain = module.GPT(tiny(position=position), seed=2)
     prompt = as_prompt(twin, np.random.default_rng(9).integers(0, 97, (2, 3)))
     a = np.asarray(windowed.generate(prompt, W - 2, temperature=0))      # the last token made from 3 + 5 = W
     b = np.asarray(plain.generate(prompt, W - 2, temperature=0))
@@ -353,6 +355,12 @@ def test_rolling_cache_with_learned_positions_refills_at_n_ctx(twin):
     stream = model.stream(as_prompt(twin, np.zeros((1, 10), np.int64)), 12, temperature=0)
     tokens = [np.asarray(t) for t in stream]
     assert len(tokens) == 12 and stream.refills == 1 and stream.cache.length <= 16
+
+
+def test_kv_cache_bytes_stop_at_the_window():
+    cfg = GPTConfig.gpt2(sliding_window=256)
+    assert kv_cache_bytes(cfg, 100) == kv_cache_bytes(GPTConfig.gpt2(), 100)
+    assert kv_cache_bytes(cfg, 10_000) == kv_cache_bytes(cfg, 256) == kv_cache_bytes(GPTConfig.gpt2(), 256)
 
 
 def test_rolling_cache_needs_a_window():

@@ -47,8 +47,9 @@ class Stream:
         self.sampler.observe(self.prompt)
         self.cropped, self.refills, self.remaining = max(0, T - self.n_ctx), 0, max_new_tokens
         self.window = self.prompt[:, -self.n_ctx:]           # (B, <= n_ctx): what the model sees
-        rolling = use_cache and config.sliding_window is not None
-        self.cache = (RollingKVCache if rolling else KVCache)(config, B, model.wte.weight.dtype) if use_cache else None
+        rolling = use_cache and config.sliding_window is not None   # a sliding-window model keeps the last W
+        self.cache = (RollingKVCache if rolling else KVCache)(config, B, model.wte.weight.dtype) \
+            if use_cache else None
         self.extrapolate = rolling and config.position != "learned"  # the cache never fills
         self.pending = self.window                           # (B, t): ids not yet in the cache
         self.done = np.zeros(B, bool)                        # rows that have produced stop_token

@@ -48,8 +48,8 @@ class Stream:
     the model never sees (T - n_ctx when T > n_ctx, else 0); `refills`, how many times a full
     cache has been refilled so far; `extrapolate`, whether the positions go on past n_ctx (a
     sliding-window model's rolling cache with positions other than learned ones). Rows that have
-    produced `stop_token` keep producing it until every row has, and then the stream ends: at once, or, with check_every=k, at the next
-    multiple of k steps (the check reads the device).
+    produced `stop_token` keep producing it until every row has, and then the stream ends: at
+    once, or, with check_every=k, at the next multiple of k steps (the check reads the device).
     """
 
     def __init__(self, model, idx, max_new_tokens, sampling=Sampling(), use_cache=True, stop_token=None,
@@ -67,8 +67,9 @@ class Stream:
         self.sampler.observe(self.prompt)
         self.cropped, self.refills, self.remaining = max(0, T - self.n_ctx), 0, max_new_tokens
         self.window = self.prompt[:, -self.n_ctx:]           # (B, <= n_ctx): what the model sees
-        rolling = use_cache and config.sliding_window is not None
-        self.cache = (RollingKVCache if rolling else KVCache)(config, B, weight.dtype, weight.device) if use_cache else None
+        rolling = use_cache and config.sliding_window is not None   # a sliding-window model keeps the last W
+        self.cache = (RollingKVCache if rolling else KVCache)(config, B, weight.dtype, weight.device) \
+            if use_cache else None
         self.extrapolate = rolling and config.position != "learned"  # the cache never fills
         self.pending = self.window                           # (B, t): ids not yet in the cache
         self.done = torch.zeros(B, dtype=torch.bool, device=weight.device)  # rows past stop_token
