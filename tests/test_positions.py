@@ -246,12 +246,13 @@ def test_scaled_rope_models_agree_between_twins(scaling):
 # ---- sliding-window mask ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("start,T,W", [(0, 6, 2), (4, 3, 3), (0, 5, 9)])
 def test_window_mask_shows_each_query_its_last_w_keys(start, T, W):
-    mask = nm.causal_mask(T, start, np.float64, W)
+    mask = nm.causal_mask(T, start, np.float64) + nt.window_mask(T, start, W, np.float64)
     assert mask.shape == (T, start + T)
     for i in range(T):
         seen = np.flatnonzero(mask[i] == 0)
         np.testing.assert_array_equal(seen, np.arange(max(0, start + i - W + 1), start + i + 1))
-    np.testing.assert_array_equal(mask, tm.causal_mask(T, start, torch.float64, W).numpy())
+    np.testing.assert_array_equal(mask, (tm.causal_mask(T, start, torch.float64)
+                                         + tt.window_mask(T, start, W, torch.float64)).numpy())
 
 
 def test_a_window_as_long_as_the_context_changes_nothing():

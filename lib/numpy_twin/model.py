@@ -85,27 +85,16 @@ def softmax(x, axis=-1):
     return e
 
 
-def causal_mask(T, start, dtype, window=None):
+def causal_mask(T, start, dtype):
     """(T, start + T) additive mask: query i sits at position start + i and may see keys
-    0 .. start + i; later keys get -inf, which the softmax turns into weight 0. With a sliding
-    `window` W it sees only its last W keys, start + i - W + 1 .. start + i: earlier ones get -inf too."""
-    mask = np.triu(np.full((T, start + T), -np.inf, dtype), k=start + 1)   # (T, start + T): the future
-    if window is not None:
-        mask += np.tril(np.full((T, start + T), -np.inf, dtype), k=start - window)  # keys W or more back
-    return mask
-
-
-def sinusoidal_positions(start, T, n_embd, dtype):
-    """The original Transformer's fixed positions (Vaswani et al. 2017), (T, n_embd): at position
-    p = start + t, columns 2i and 2i + 1 hold sin and cos of p / 10000 ** (2i / n_embd). A formula,
-    not a table of weights, so it exists for every position. Computed in float64, then cast."""
-    inv_freq = 10000.0 ** (-np.arange(0, n_embd, 2) / n_embd)            # (C/2,)
-    angles = np.arange(start, start + T)[:, None] * inv_freq[None, :]    # (T, C/2)
-    table = np.stack([np.sin(angles), np.cos(angles)], axis=-1)          # (T, C/2, 2)
-    return table.reshape(T, n_embd).astype(dtype)                        # (T, C): sin, cos interleaved
+    0 .. start + i; later keys get -inf, which the softmax turns into weight 0."""
+    return np.triu(np.full((T, start + T), -np.inf, dtype), k=start + 1)
 
 
 # ---- layers ------------------------------------------------------------------------------------
+# Chapter 8's fixed position tables (no weights), added to the embeddings in wpe's place, by
+# config.position: function (start, T, n_embd, dtype) -> (T, n_embd). lib.numpy_twin.modern fills it.
+FIXED_POSITIONS = {}
 class Module:
     """Parameters are the ndarray attributes named in `param_names`; sub-layers are Module
     attributes or lists of Modules. `grads` holds each parameter's gradient by name; like
@@ -285,13 +274,11 @@ class CausalSelfAttention(Module):
     GPT-2 has G = H key/value heads, one per query head, and its positions are in x already, so
     `turn` and `share` pass q, k, v through and `score_bias` is the causal mask;
     lib.numpy_twin.modern's ModernAttention turns q and k by position (RoPE), shares G < H
-    key/value heads among the query heads (GQA) and adds ALiBi's bias to the mask. With
-    config.sliding_window = W each query sees only its last W keys."""
+    key/value heads among the query heads (GQA) and biases the scores (ALiBi, a sliding window)."""
 
     def __init__(self, config: GPTConfig, n_kv_head=None):
         self.n_head = config.n_head
         self.n_kv_head = n_kv_head or config.n_head          # G: H in GPT-2
-        self.window = config.sliding_window                  # W, or None: every earlier key
         n_qkv = (config.n_head + 2 * self.n_kv_head) * config.head_dim
         self.c_attn = Linear(config.n_embd, n_qkv, config.bias)   # fused q, k, v: (H + 2G) D = 3C outputs
         self.c_proj = Linear(config.n_embd, config.n_embd, config.bias)
@@ -341,9 +328,9 @@ class CausalSelfAttention(Module):
         return self.c_attn.backward(dqkv, cache.c_attn)      # (B, T, C)
 
     def score_bias(self, T, start, dtype):                   # -> (T, start + T), added to the scores
-        """What is added to the scores of T queries after `start` earlier keys: the causal mask,
-        with the sliding window if there is one. A constant, so the backward needs nothing of it."""
-        return causal_mask(T, start, dtype, self.window)
+        """What is added to the scores of T queries after `start` earlier keys: the causal mask.
+        A constant, so the backward needs nothing of it."""
+        return causal_mask(T, start, dtype)
 
     def turn(self, q, k, start):                             # -> q, k, what turn_backward needs
         return q, k, None
@@ -404,7 +391,8 @@ class Block(Module):
 
     def __init__(self, config: GPTConfig):
         self.ln_1 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
-        gpt2 = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        gpt2 = (config.position == "learned" and config.kv_heads == config.n_head
+                and config.sliding_window is None)           # GPT-2's attention
         self.attn = CausalSelfAttention(config) if gpt2 else ATTENTIONS[config.position](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
@@ -530,8 +518,9 @@ class GPT(Module):
         if self.wpe is not None:                             # learned positions (RoPE turns q, k instead)
             pos, pos_cache = self.wpe.forward(np.arange(start, start + T)[None])  # (1, T, C)
             x = x + pos                                      # (B, T, C)
-        elif self.config.position == "sinusoidal":           # a fixed table: nothing to learn
-            x = x + sinusoidal_positions(start, T, self.config.n_embd, x.dtype)  # (B, T, C) + (T, C)
+        elif self.config.position in FIXED_POSITIONS:        # chapter 8's sinusoids: a formula, no weights
+            table = FIXED_POSITIONS[self.config.position]
+            x = x + table(start, T, self.config.n_embd, x.dtype)  # (B, T, C) + (T, C)
         x, drop_mask = self.drop.forward(x)
         block_caches = []
         for layer, block in enumerate(self.h):

@@ -47,27 +47,16 @@ def softmax(x, axis=-1):
     return torch.softmax(x, dim=axis)
 
 
-def causal_mask(T, start, dtype, window=None, device="cpu"):
+def causal_mask(T, start, dtype, device="cpu"):
     """(T, start + T) additive mask: query i sits at position start + i and may see keys
-    0 .. start + i; later keys get -inf, which the softmax turns into weight 0. With a sliding
-    `window` W it sees only its last W keys, start + i - W + 1 .. start + i: earlier ones get -inf too."""
-    mask = torch.full((T, start + T), float("-inf"), dtype=dtype, device=device).triu(start + 1)  # the future
-    if window is not None:
-        mask += torch.full((T, start + T), float("-inf"), dtype=dtype, device=device).tril(start - window)
-    return mask                                               # (T, start + T)
-
-
-def sinusoidal_positions(start, T, n_embd, dtype, device="cpu"):
-    """The original Transformer's fixed positions (Vaswani et al. 2017), (T, n_embd): at position
-    p = start + t, columns 2i and 2i + 1 hold sin and cos of p / 10000 ** (2i / n_embd). A formula,
-    not a table of weights, so it exists for every position. Computed in float64, then cast."""
-    inv_freq = 10000.0 ** (-torch.arange(0, n_embd, 2, dtype=torch.float64, device=device) / n_embd)  # (C/2,)
-    angles = torch.arange(start, start + T, dtype=torch.float64, device=device)[:, None] * inv_freq  # (T, C/2)
-    table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (T, C/2, 2)
-    return table.reshape(T, n_embd).to(dtype)                 # (T, C): sin, cos interleaved
+    0 .. start + i; later keys get -inf, which the softmax turns into weight 0."""
+    return torch.full((T, start + T), float("-inf"), dtype=dtype, device=device).triu(start + 1)  # (T, start + T)
 
 
 # ---- layers ----------------------------------------------------------------------------------------
+# Chapter 8's fixed position tables (no weights), added to the embeddings in wpe's place, by
+# config.position: function (start, T, n_embd, dtype, device) -> (T, n_embd). lib.torch_twin.modern fills it.
+FIXED_POSITIONS = {}
 Linear = nn.Linear          # y = x W^T + b, W stored (out, in), as in the numpy twin
 Embedding = nn.Embedding    # row i is the vector of token (or position) i
 LayerNorm = nn.LayerNorm    # normalise to mean 0, variance 1, then scale and shift
@@ -96,10 +85,9 @@ class Dropout(nn.Dropout):
 class CausalSelfAttention(nn.Module):
     """Multi-head attention where each position sees only itself and earlier positions.
     GPT-2 has G = H key/value heads, one per query head, and its positions are in x already, so
-    `turn` and `share` pass q, k, v through and `score_bias` is the causal mask;
+    `turn` and `share` pass q, k, v through and `score_bias` adds nothing to the causal mask;
     lib.torch_twin.modern's ModernAttention turns q and k by position (RoPE), shares G < H
-    key/value heads among the query heads (GQA) and adds ALiBi's bias to the mask. With
-    config.sliding_window = W each query sees only its last W keys.
+    key/value heads among the query heads (GQA) and biases the scores (ALiBi, a sliding window).
     forward returns (output, weights): the weights (B, H, T, S) when they were computed
     explicitly (`keep_attention`, set by GPT.forward_outputs, or a given dropout mask), else None."""
     keep_attention = False
@@ -108,7 +96,6 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.n_head = config.n_head
         self.n_kv_head = n_kv_head or config.n_head           # G: H in GPT-2
-        self.window = config.sliding_window                   # W, or None: every earlier key
         n_qkv = (config.n_head + 2 * self.n_kv_head) * config.head_dim
         self.c_attn = Linear(config.n_embd, n_qkv, bias=config.bias)   # fused q, k, v: (H + 2G) D = 3C outputs
         self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)
@@ -142,10 +129,10 @@ class CausalSelfAttention(nn.Module):
         y = y.transpose(1, 2).reshape(B, T, C)                # (B, T, C): heads side by side
         return self.resid_dropout(self.c_proj(y)), att
 
-    def score_bias(self, T, start, dtype, device):           # -> (T, start + T) added to the scores, or None
-        """What is added to the scores of T queries after `start` earlier keys: None where the plain
-        causal mask is all (SDPA then masks by itself), else the mask with the sliding window."""
-        return None if self.window is None else causal_mask(T, start, dtype, self.window, device)
+    def score_bias(self, T, start, dtype, device):           # -> None: the plain causal mask
+        """What is added to the scores of T queries after `start` earlier keys, the causal mask
+        included: None for GPT-2, whose mask SDPA applies by itself."""
+        return None
 
     def turn(self, q, k, start):                              # -> q, k
         return q, k
@@ -183,7 +170,8 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.ln_1 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
-        gpt2 = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        gpt2 = (config.position == "learned" and config.kv_heads == config.n_head
+                and config.sliding_window is None)            # GPT-2's attention
         self.attn = CausalSelfAttention(config) if gpt2 else ATTENTIONS[config.position](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
@@ -288,8 +276,9 @@ class GPT(nn.Module):
         x = self.wte(idx)                                     # (B, T, C)
         if self.wpe is not None:                              # learned positions (RoPE turns q, k instead)
             x = x + self.wpe(torch.arange(start, start + T, device=idx.device))  # (B, T, C) + (T, C)
-        elif self.config.position == "sinusoidal":            # a fixed table: nothing to learn
-            x = x + sinusoidal_positions(start, T, self.config.n_embd, x.dtype, idx.device)  # (B, T, C) + (T, C)
+        elif self.config.position in FIXED_POSITIONS:         # chapter 8's sinusoids: a formula, no weights
+            table = FIXED_POSITIONS[self.config.position]
+            x = x + table(start, T, self.config.n_embd, x.dtype, idx.device)  # (B, T, C) + (T, C)
         x = self.drop(x)
         attentions = []
         for layer, block in enumerate(self.h):

@@ -1,14 +1,15 @@
-"""The torch twin's layers beyond GPT-2 (chapter 8): RMSNorm, SwiGLU, RoPE, ALiBi, shared K/V heads.
+"""The torch twin's layers beyond GPT-2 (chapter 8): RMSNorm, SwiGLU, positions, windows, shared K/V heads.
 
 SwiGLU is SiLU-gated; shared key/value heads are GQA, or MQA with one. RoPE's tables can be
 scaled to reach past the training length (position interpolation, NTK-aware scaling); ALiBi
-biases each head's scores by the distance to the key. Sinusoidal positions, the fourth choice
-of `position`, need no layer of their own: the model adds their table to the embeddings
-(model.py's `sinusoidal_positions`) and attends as GPT-2 does.
+biases each head's scores by the distance to the key; sinusoidal positions are a fixed table
+added to the embeddings. A sliding window W hides every key W or more positions back (such a
+model decodes with model.py's RollingKVCache, which keeps the last W positions).
 
 Built on `lib.torch_twin.model`: each piece registers under its lib.config.CHOICES name in the
-table the model looks it up in (`NORMS`, `MLPS`, `ATTENTIONS`), so a config that asks for one
-gets it, and model.py, which reads as GPT-2, never imports this module. Read it beside `lib/numpy_twin/modern.py`: same names.
+table the model looks it up in (`NORMS`, `MLPS`, `ATTENTIONS`, `FIXED_POSITIONS`), so a config
+that asks for one gets it, and model.py, which reads as GPT-2, never imports this module. Read it
+beside `lib/numpy_twin/modern.py`: same names.
 
 Shapes: B batch, T time, C = n_embd, H = n_head, D = C // H, G = kv_heads (key/value heads),
 F = hidden_dim (feed-forward width), S = keys seen (cached positions + T).
@@ -22,12 +23,30 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..config import GPTConfig
-from .model import ATTENTIONS, MLPS, NORMS, CausalSelfAttention, Dropout, Linear, causal_mask
+from .model import ATTENTIONS, FIXED_POSITIONS, MLPS, NORMS, CausalSelfAttention, Dropout, Linear, causal_mask
 
 
 def silu(x):
     """SiLU (also called swish): x * sigmoid(x), SwiGLU's gate."""
     return F.silu(x)
+
+
+# ---- sinusoidal positions and the sliding window's mask --------------------------------------------
+def sinusoidal_positions(start, T, n_embd, dtype, device="cpu"):
+    """The original Transformer's fixed positions (Vaswani et al. 2017), (T, n_embd): at position
+    p = start + t, columns 2i and 2i + 1 hold sin and cos of p / 10000 ** (2i / n_embd). A formula,
+    not a table of weights, so it exists for every position. Computed in float64, then cast."""
+    inv_freq = 10000.0 ** (-torch.arange(0, n_embd, 2, dtype=torch.float64, device=device) / n_embd)  # (C/2,)
+    angles = torch.arange(start, start + T, dtype=torch.float64, device=device)[:, None] * inv_freq  # (T, C/2)
+    table = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (T, C/2, 2)
+    return table.reshape(T, n_embd).to(dtype)                 # (T, C): sin, cos interleaved
+
+
+def window_mask(T, start, window, dtype, device="cpu"):
+    """(T, start + T) additive mask of a sliding window W: query i, at position start + i, keeps
+    keys start + i - W + 1 onwards; keys W or more positions back get -inf. Added to causal_mask,
+    each query sees its last W keys only."""
+    return torch.full((T, start + T), float("-inf"), dtype=dtype, device=device).tril(start - window)
 
 
 # ---- rotary position embeddings (RoPE) and shared key/value heads (GQA) -------------------------
@@ -105,21 +124,27 @@ class ModernAttention(CausalSelfAttention):
     """GPT-2's attention with chapter 8's changes: with G = kv_heads < H (GQA; G = 1 is MQA)
     each key/value head serves H / G query heads; with RoPE q and k are turned by their
     positions' angles before the scores (scaled as config.rope_scaling says); with ALiBi each
-    head's scores get its linear bias. The rest is CausalSelfAttention's."""
+    head's scores get its linear bias; with config.sliding_window = W each query sees only its
+    last W keys. The rest is CausalSelfAttention's."""
 
     def __init__(self, config: GPTConfig):
         super().__init__(config, config.kv_heads)
+        self.window = config.sliding_window                   # W, or None: every earlier key
         self.rope_base = config.rope_base if config.position == "rope" else None
         self.rope_scaling, self.rope_factor = config.rope_scaling, config.rope_factor
         self.slopes = alibi_slopes(config.n_head) if config.position == "alibi" else None   # (H,)
 
     def score_bias(self, T, start, dtype, device):           # -> (T, start + T), (H, T, start + T) or None
-        mask = super().score_bias(T, start, dtype, device)    # (T, start + T), or None: plain causal
-        if self.slopes is None:
-            return mask
-        if mask is None:
-            mask = causal_mask(T, start, dtype, device=device)   # (T, start + T)
-        return mask + alibi_bias(T, start, self.slopes, dtype, device)   # (H, T, start + T)
+        """The causal mask with the sliding window's and ALiBi's terms added; None (SDPA's own
+        causal mask) when there are neither."""
+        if self.window is None and self.slopes is None:
+            return None
+        mask = causal_mask(T, start, dtype, device)           # (T, start + T)
+        if self.window is not None:
+            mask = mask + window_mask(T, start, self.window, dtype, device)
+        if self.slopes is not None:
+            mask = mask + alibi_bias(T, start, self.slopes, dtype, device)   # (H, T, start + T)
+        return mask
 
     def turn(self, q, k, start):                              # q: (B, H, T, D), k: (B, G, T, D)
         if self.rope_base is None:
@@ -136,5 +161,6 @@ class ModernAttention(CausalSelfAttention):
 
 NORMS["rmsnorm"] = RMSNorm
 MLPS["swiglu"] = SwiGLU
-# every position but GPT-2's learned one, and shared key/value heads with any of them
+FIXED_POSITIONS["sinusoidal"] = sinusoidal_positions
+# every position but GPT-2's learned one, and shared key/value heads or a window with any of them
 ATTENTIONS.update(learned=ModernAttention, rope=ModernAttention, sinusoidal=ModernAttention, alibi=ModernAttention)
