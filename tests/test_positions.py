@@ -368,3 +368,16 @@ def test_rolling_cache_needs_a_window():
     for module in TWINS.values():
         with pytest.raises(ValueError, match="RollingKVCache needs a config with a sliding_window"):
             module.RollingKVCache(tiny(), batch=1)
+
+
+# ---- chapter 8's experiment: what it measures ------------------------------------------------------------
+def test_loss_per_position_is_the_mean_cross_entropy_at_each_position_past_n_ctx():
+    from lib.positions_experiment import eval_windows, loss_per_position
+    val = np.random.default_rng(7).integers(0, 97, 500)
+    windows = eval_windows(val, span=24, n=3)                 # (3, 25): 24 inputs and their next ids
+    assert windows.shape == (3, 25) and windows[0, 0] == val[0] and windows[-1, -1] == val[-1]
+    model = tt.GPT(tiny(position="alibi"))                   # n_ctx 16: positions 16 .. 23 extrapolate
+    losses = loss_per_position(model, windows, 24)
+    logits = model.forward(torch.as_tensor(windows[:, :24]), extrapolate=True)   # (3, 24, V)
+    picked = torch.log_softmax(logits, -1).gather(-1, torch.as_tensor(windows[:, 1:, None]))  # (3, 24, 1)
+    np.testing.assert_allclose(losses, -picked[..., 0].mean(0).detach().numpy(), rtol=1e-5)
