@@ -25,8 +25,8 @@ import numpy as np
 def alibi_slopes(n_head):
     """Each head's slope, (n_head,) float64: Press et al.'s geometric sequence,
     with their rule for head counts that are not powers of two."""
-    n = 2 ** int(np.floor(np.log2(n_head)))                  # the largest power of two <= H
-    first = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)          # (n,): 2^(-8/n), ..., 2^(-8)
+    n = 2 ** int(np.floor(np.log2(n_head)))        # the largest power of two <= H
+    first = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # (n,): 2^(-8/n), ..., 2^(-8)
     # (n,): the odd-numbered slopes of 2n heads, which fall between the first ones
     between = 2.0 ** (-8.0 * np.arange(1, 2 * n + 1, 2) / (2 * n))
     return np.concatenate([first, between[:n_head - n]])     # (H,)
@@ -101,15 +101,16 @@ CELLS = [
     from lib.checks import expect_close, expect_shape
     '''),
     check('''
-    expect_close("alibi_slopes(8): 1/2, 1/4, ..., 1/256", alibi_slopes(8), 0.5 ** np.arange(1, 9),
-                 rtol=1e-14)
+    expect_close("alibi_slopes(8): 1/2, 1/4, ..., 1/256", alibi_slopes(8),
+                 0.5 ** np.arange(1, 9), rtol=1e-14)
     expect_close("alibi_slopes(1): the sequence of one head, 2^(-8)", alibi_slopes(1),
                  np.array([2.0 ** -8]), rtol=1e-14)
     '''),
     check('''
-    between = 2.0 ** -(np.arange(1, 8, 2) / 2)                 # 2^(-1/2), 2^(-3/2), 2^(-5/2), 2^(-7/2)
+    between = 2.0 ** -(np.arange(1, 8, 2) / 2)     # 2^(-1/2), 2^(-3/2), ..., 2^(-7/2)
     expect_close("alibi_slopes(12): the 8 heads' slopes, then 4 that fall between them",
-                 alibi_slopes(12), np.concatenate([0.5 ** np.arange(1, 9), between]), rtol=1e-14)
+                 alibi_slopes(12), np.concatenate([0.5 ** np.arange(1, 9), between]),
+                 rtol=1e-14)
     '''),
     check('''
     bias = alibi_bias(3, 0, np.array([0.5, 0.25]), np.float64)
@@ -117,18 +118,21 @@ CELLS = [
     inf = np.inf
     want = -np.array([[[0, inf, inf], [0.5, 0, inf], [1.0, 0.5, 0]],
                       [[0, inf, inf], [0.25, 0, inf], [0.5, 0.25, 0]]])
-    expect_close("the values below the diagonal: -slope * (i - j)", np.where(np.isinf(want), 0, bias),
-                 np.where(np.isinf(want), 0, want), rtol=1e-14)
-    assert (bias[np.isinf(want)] == -np.inf).all(), "keys after the query must get -inf"
-    assert np.isfinite(bias[~np.isinf(want)]).all(), "keys up to the query must get finite values"
+    future = np.isinf(want)
+    expect_close("the values below the diagonal: -slope * (i - j)",
+                 np.where(future, 0, bias), np.where(future, 0, want), rtol=1e-14)
+    assert (bias[future] == -np.inf).all(), "keys after the query must get -inf"
+    assert np.isfinite(bias[~future]).all(), "keys up to the query must get finite values"
     '''),
     check('''
     slopes = alibi_slopes(6)
     whole = alibi_bias(9, 0, slopes, np.float64)                 # (6, 9, 9)
-    step = alibi_bias(2, 7, slopes, np.float64)                  # queries at 7 and 8, 9 keys
-    expect_shape("alibi_bias(2, 7, ...): 2 new queries after 7 cached keys", step, (6, 2, 9), np.float64)
+    step = alibi_bias(2, 7, slopes, np.float64)    # queries at 7 and 8, 9 keys
+    expect_shape("alibi_bias(2, 7, ...): 2 new queries after 7 cached keys", step,
+                 (6, 2, 9), np.float64)
+    last = whole[:, 7:]                            # (6, 2, 9): the whole bias's last rows
     expect_close("a decoding step's rows are the whole bias's last rows",
-                 np.where(np.isinf(step), 0, step), np.where(np.isinf(whole[:, 7:]), 0, whole[:, 7:]),
+                 np.where(np.isinf(step), 0, step), np.where(np.isinf(last), 0, last),
                  rtol=1e-14)
     '''),
     check('''
@@ -152,7 +156,8 @@ CELLS = [
     from lib.numpy_twin import modern as nm
 
     rng = np.random.default_rng(8)
-    config = GPTConfig(vocab_size=50, n_ctx=24, n_layer=2, n_head=6, n_embd=24, position="alibi")
+    config = GPTConfig(vocab_size=50, n_ctx=24, n_layer=2, n_head=6, n_embd=24,
+                       position="alibi")
     idx = rng.integers(0, 50, (2, 20))                         # (B, T)
     want = GPT(config, seed=2, dtype=np.float64).forward(idx)   # (B, T, V)
     saved = nm.alibi_slopes, nm.alibi_bias
@@ -166,8 +171,8 @@ CELLS = [
     finally:
         nm.alibi_slopes, nm.alibi_bias = saved
     expect_close("logits with your slopes and bias", got, want, rtol=1e-10, atol=1e-12)
-    expect_close("logits through a KV cache (start > 0)", np.concatenate(steps, axis=1), want,
-                 rtol=1e-10, atol=1e-12)
+    expect_close("logits through a KV cache (start > 0)", np.concatenate(steps, axis=1),
+                 want, rtol=1e-10, atol=1e-12)
     '''),
     md("""
     ## Compare with lib
