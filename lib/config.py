@@ -3,9 +3,12 @@
 `TrainConfig` holds `lib.train.train`'s settings (its fields' help texts are the command line's
 `--help`), with presets beside GPTConfig's: `TrainConfig.small()`, the small preset's recipe, and
 `TrainConfig.gpt2()`, GPT-3's settings for its 125M model. `CHOICES` names the layers a GPTConfig
-can choose among. Also the parameter count by formula (`param_counts`), the canonical list of every
-parameter's name and shape (`param_shapes`), which of them AdamW decays (`uses_weight_decay`),
-and the KV-cache size (`kv_cache_bytes`).
+can choose among. The fields added after chapter 8's (`LATER_FIELDS`: a sliding attention window,
+RoPE's scaling) are left out of `to_dict` while at their defaults, so every config that does not
+use them serialises, and so is cached (lib.pretrained), exactly as before they existed. Also the
+parameter count by formula (`param_counts`), the canonical list of every parameter's name and
+shape (`param_shapes`), which of them AdamW decays (`uses_weight_decay`), the KV-cache size
+(`kv_cache_bytes`), and which positions a model can be asked for (`check_positions`).
 """
 from __future__ import annotations
 
@@ -22,9 +25,13 @@ from .dropout import check_dropout
 CHOICES = {
     "activation": ("gelu", "gelu_exact", "relu"),
     "norm": ("layernorm", "rmsnorm"),
-    "position": ("learned", "rope"),
+    "position": ("learned", "rope", "sinusoidal", "alibi"),
     "mlp": ("mlp", "swiglu"),
 }
+
+# Fields added after chapter 8's models were cached, with their defaults: to_dict leaves them out
+# while at these values, so that older configs keep their dict, their config.json and their cache key.
+LATER_FIELDS = {"sliding_window": None, "rope_scaling": None, "rope_factor": 1.0}
 
 
 @dataclass(frozen=True)
@@ -39,17 +46,22 @@ class GPTConfig:
     dropout: float = 0.0        # while training only (lib.dropout); GPT-1 trained with 0.1
     # ---- beyond GPT-2 (chapter 8); every default is GPT-2's ----------------------------
     norm: str = "layernorm"     # "layernorm", or "rmsnorm" (no mean, no bias)
-    position: str = "learned"   # "learned" (wpe), or "rope" (q and k rotated; no wpe)
+    position: str = "learned"   # "learned" (wpe), "rope" (q and k rotated), "sinusoidal" (a fixed table
+                                # added to the embeddings), "alibi" (a bias on the scores); only "learned" has wpe
     mlp: str = "mlp"            # "mlp" (C -> hidden, activation, -> C), or "swiglu" (SiLU-gated, always)
     mlp_hidden: int | None = None  # feed-forward width; None: see `hidden_dim`
     n_kv_head: int | None = None   # key/value heads; None: n_head (MHA), 1: MQA, in between: GQA
     rope_base: float = 10000.0  # RoPE's frequencies are rope_base ** (-2i / head_dim)
     bias: bool = True           # biases in the linear layers (attention and feed-forward)
+    # ---- later fields (LATER_FIELDS): to_dict leaves each out while it is at its default ---
+    sliding_window: int | None = None  # W: each query sees its last W keys (itself included); None: all
+    rope_scaling: str | None = None    # RoPE past the training length: "interpolation" or "ntk"
+    rope_factor: float = 1.0           # s, the factor by which the context is stretched
 
     def __post_init__(self):
-        for name in ("vocab_size", "n_ctx", "n_layer", "n_head", "n_embd", "mlp_hidden", "n_kv_head"):
+        for name in ("vocab_size", "n_ctx", "n_layer", "n_head", "n_embd", "mlp_hidden", "n_kv_head", "sliding_window"):
             value = getattr(self, name)
-            if value is None and name in ("mlp_hidden", "n_kv_head"):
+            if value is None and name in ("mlp_hidden", "n_kv_head", "sliding_window"):
                 continue
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
@@ -67,6 +79,20 @@ class GPTConfig:
         if self.position == "rope" and self.head_dim % 2:
             raise ValueError(f"GPTConfig.position='rope' needs an even head size (RoPE rotates pairs of "
                              f"dimensions), got n_embd / n_head = {self.n_embd} / {self.n_head} = {self.head_dim}")
+        if self.position == "sinusoidal" and self.n_embd % 2:
+            raise ValueError(f"GPTConfig.position='sinusoidal' needs an even n_embd (sines and cosines in "
+                             f"pairs), got {self.n_embd}")
+        if self.rope_scaling not in (None, "interpolation", "ntk"):
+            raise ValueError(f"GPTConfig.rope_scaling={self.rope_scaling!r}; expected None, 'interpolation' or 'ntk'")
+        if self.rope_scaling is not None and self.position != "rope":
+            raise ValueError(f"GPTConfig.rope_scaling={self.rope_scaling!r} scales RoPE's angles; "
+                             f"expected position='rope', got {self.position!r}")
+        if isinstance(self.rope_factor, bool) or not isinstance(self.rope_factor, (int, float)) \
+                or not self.rope_factor >= 1:
+            raise ValueError(f"GPTConfig.rope_factor must be a number >= 1, got {self.rope_factor!r}")
+        if self.rope_factor != 1 and self.rope_scaling is None:
+            raise ValueError(f"GPTConfig.rope_factor={self.rope_factor!r} needs rope_scaling "
+                             f"('interpolation' or 'ntk'), got None")
         if not self.rope_base > 1:
             raise ValueError(f"GPTConfig.rope_base must be > 1, got {self.rope_base!r}")
         if not isinstance(self.bias, bool):
@@ -117,7 +143,9 @@ class GPTConfig:
 
     # ---- serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields as a dict in their order, less each of LATER_FIELDS at its default."""
+        return {name: value for name, value in dataclasses.asdict(self).items()
+                if not (name in LATER_FIELDS and value == LATER_FIELDS[name])}
 
     @classmethod
     def from_dict(cls, d: dict) -> "GPTConfig":
@@ -127,6 +155,23 @@ class GPTConfig:
             raise ValueError(f"unknown GPTConfig fields {unknown}; known fields are {sorted(known)}")
         return cls(**d)
 
+
+def check_positions(config: GPTConfig, start: int, T: int, capacity: int | None, extrapolate: bool) -> None:
+    """Raise one ValueError line unless positions start .. start + T - 1 exist for this model:
+    below n_ctx, or past it with extrapolate=True and positions given by a formula (not learned),
+    and within a KV cache's `capacity` (None: no cache, or one without a limit)."""
+    end = start + T
+    if T == 0:
+        raise ValueError("idx holds no positions: expected a (B, T) array with T >= 1")
+    if end > config.n_ctx and config.position == "learned":
+        raise ValueError(f"sequence of {end} positions ({T} new) does not fit the context: expected 1 to "
+                         f"n_ctx={config.n_ctx} (learned positions have wpe rows for 0 to {config.n_ctx - 1} only)")
+    if end > config.n_ctx and not extrapolate:
+        raise ValueError(f"sequence of {end} positions ({T} new) does not fit the context: expected 1 to "
+                         f"n_ctx={config.n_ctx}, or extrapolate=True to evaluate position={config.position!r} past it")
+    if capacity is not None and end > capacity:
+        raise ValueError(f"sequence of {end} positions ({T} new) does not fit the KV cache: expected at most "
+                         f"{capacity} (KVCache's `positions`)")
 
 
 def _setting(default, help, /, *, command_line=True, **argparse_options):
@@ -273,7 +318,8 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8":
 
 
 def kv_cache_bytes(config: GPTConfig, seq_len: int, dtype="float32", batch: int = 1) -> int:
-    """Bytes a KV cache needs: keys and values, every layer, every position.
+    """Bytes a KV cache needs: keys and values, every layer, every position (with a sliding window
+    W, the last W positions only: the rolling cache's size, whatever seq_len).
 
     Per token that is 2 x n_layer x kv_heads x head_dim values: 2 x n_layer x n_embd with one
     K/V head per query head (18,432 for GPT-2 Small), n_head / kv_heads times fewer with GQA.
@@ -290,4 +336,5 @@ def kv_cache_bytes(config: GPTConfig, seq_len: int, dtype="float32", batch: int 
     if name not in _DTYPE_BYTES:
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPE_BYTES)}")
     per_token = 2 * config.n_layer * config.kv_heads * config.head_dim   # keys and values, every layer
-    return per_token * seq_len * batch * _DTYPE_BYTES[name]
+    kept = seq_len if config.sliding_window is None else min(seq_len, config.sliding_window)
+    return per_token * kept * batch * _DTYPE_BYTES[name]

@@ -147,9 +147,9 @@ def _check_gpt2_architecture(config: GPTConfig) -> None:
     """Hugging Face's GPT-2 has learned positions, LayerNorm, the plain MLP, biases and one K/V
     head per query head; a config beyond GPT-2 (chapter 8) has no GPT-2 file to become."""
     got = dict(norm=config.norm, position=config.position, mlp=config.mlp, hidden_dim=config.hidden_dim,
-               kv_heads=config.kv_heads, bias=config.bias)
+               kv_heads=config.kv_heads, bias=config.bias, sliding_window=config.sliding_window)
     gpt2 = dict(norm="layernorm", position="learned", mlp="mlp", hidden_dim=4 * config.n_embd,
-                kv_heads=config.n_head, bias=True)
+                kv_heads=config.n_head, bias=True, sliding_window=None)
     if got != gpt2:
         raise ValueError(f"a Hugging Face GPT-2 file needs GPT-2's architecture {gpt2}; this config has {got}")
 

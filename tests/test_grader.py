@@ -944,6 +944,19 @@ def test_rope_and_rmsnorm_references_agree_with_lib(hidden):
     assert np.allclose(ref_dweight, norm.grads["weight"], rtol=1e-10, atol=1e-13)
 
 
+def test_alibi_references_agree_with_lib(hidden):
+    from lib.numpy_twin.model import causal_mask
+    from lib.numpy_twin.modern import alibi_bias, alibi_slopes
+
+    ref = hidden["ch8_alibi"].REFERENCE
+    for heads in (1, 3, 8, 12, 20, 96):
+        np.testing.assert_allclose(ref["alibi_slopes"](heads), alibi_slopes(heads), rtol=1e-13, atol=0)
+    for T, start in ((6, 0), (1, 1001), (4, 37)):
+        slopes = alibi_slopes(6)
+        want = alibi_bias(T, start, slopes, np.float64) + causal_mask(T, start, np.float64)   # (H, T, S)
+        np.testing.assert_array_equal(ref["alibi_bias"](T, start, slopes, np.float64), want)
+
+
 def test_attention_reference_agrees_with_lib(hidden):
     from lib.config import GPTConfig
     from lib.numpy_twin import CausalSelfAttention

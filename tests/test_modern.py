@@ -26,6 +26,7 @@ OPTIONS = {   # each option alone, then all of them together (LLaMA's block)
     "rmsnorm": dict(norm="rmsnorm"), "rope": dict(position="rope"), "swiglu": dict(mlp="swiglu"),
     "gqa": dict(n_kv_head=2), "mqa": dict(n_kv_head=1), "no_bias": dict(bias=False),
     "mlp_hidden": dict(mlp_hidden=40), "llama": MODERN,
+    "sinusoidal": dict(position="sinusoidal"), "alibi": dict(position="alibi"),   # tests/test_positions.py has more
 }
 
 
@@ -60,8 +61,8 @@ def test_bad_configs_raise_clear_errors():
     tiny(n_embd=36, n_head=12)                               # odd head sizes are fine without RoPE
     with pytest.raises(ValueError, match=r"norm='batchnorm'; expected one of \('layernorm', 'rmsnorm'\)"):
         tiny(norm="batchnorm")
-    with pytest.raises(ValueError, match=r"position='alibi'; expected one of"):
-        tiny(position="alibi")
+    with pytest.raises(ValueError, match=r"position='t5'; expected one of"):
+        tiny(position="t5")
     with pytest.raises(ValueError, match=r"mlp='geglu'; expected one of \('mlp', 'swiglu'\)"):
         tiny(mlp="geglu")
     with pytest.raises(ValueError, match="n_kv_head must be a positive integer, got 0"):
@@ -99,7 +100,8 @@ def test_parameters_match_formula_shapes_and_both_twins(name):
 def test_what_each_option_removes_or_adds():
     C, H, D = 32, 4, 8
     base = set(param_shapes(tiny()))
-    assert "wpe.weight" in base and "wpe.weight" not in param_shapes(tiny(position="rope"))
+    assert "wpe.weight" in base
+    assert not [p for p in ("rope", "sinusoidal", "alibi") if "wpe.weight" in param_shapes(tiny(position=p))]
     assert {n for n in base if "ln" in n and n.endswith("bias")} - set(param_shapes(tiny(norm="rmsnorm"))) == \
         {n for n in base if "ln" in n and n.endswith("bias")}
     assert not [n for n in param_shapes(tiny(bias=False)) if n.endswith("bias") and "ln" not in n]

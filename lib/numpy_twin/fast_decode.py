@@ -48,10 +48,12 @@ PRODUCTS = {"fp32": Fp32Weight, "int8": Int8Weight}
 
 
 def check_gpt2(config):
-    if (config.position, config.norm, config.mlp, config.kv_heads) != ("learned", "layernorm", "mlp", config.n_head):
+    if (config.position, config.norm, config.mlp, config.kv_heads, config.sliding_window) != \
+            ("learned", "layernorm", "mlp", config.n_head, None):
         raise ValueError("decode_layout covers GPT-2's architecture only (learned positions, LayerNorm, "
-                         f"GELU MLP, no shared key/value heads); got {config.position}, {config.norm}, "
-                         f"{config.mlp}, {config.kv_heads} key/value heads")
+                         f"GELU MLP, no shared key/value heads, no sliding window); got {config.position}, "
+                         f"{config.norm}, {config.mlp}, {config.kv_heads} key/value heads, "
+                         f"sliding_window={config.sliding_window}")
 
 
 def products(model, precision):
@@ -106,8 +108,8 @@ def decode_layout(model, precision="fp32", table=None):
     check_gpt2(model.config)
     table = products(model, precision) if table is None else table
 
-    def forward(idx, kv_cache=None):
-        idx = model._check_idx(idx, kv_cache)
+    def forward(idx, kv_cache=None, extrapolate=False):
+        idx = model._check_idx(idx, kv_cache, extrapolate)
         cache = KVCache(model.config, idx.shape[0], np.float32) if kv_cache is None else kv_cache
         return decode_forward(model, idx, cache, table)
 

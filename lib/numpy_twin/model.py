@@ -10,7 +10,7 @@ G = key/value heads (H in GPT-2), F = hidden_dim (feed-forward width).
 
 The config chooses each block's layers by name (lib.config.CHOICES); `LAYERS` gives, for each
 such field, the table here that maps its names to layers. Chapter 8's pieces (RMSNorm, SwiGLU,
-RoPE, shared key/value heads) live in `lib/numpy_twin/modern.py`, which adds them to these
+RoPE, ALiBi, shared key/value heads) live in `lib/numpy_twin/modern.py`, which adds them to these
 tables; this module never imports it.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..config import GPTConfig
+from ..config import GPTConfig, check_positions
 from ..dropout import check_dropout, dropout_mask
 from ..weights import init_state, load_hf_gpt2, load_state, save_state
 
@@ -92,6 +92,9 @@ def causal_mask(T, start, dtype):
 
 
 # ---- layers ------------------------------------------------------------------------------------
+# Chapter 8's fixed position tables (no weights), added to the embeddings in wpe's place, by
+# config.position: function (start, T, n_embd, dtype) -> (T, n_embd). lib.numpy_twin.modern fills it.
+FIXED_POSITIONS = {}
 class Module:
     """Parameters are the ndarray attributes named in `param_names`; sub-layers are Module
     attributes or lists of Modules. `grads` holds each parameter's gradient by name; like
@@ -269,8 +272,9 @@ class AttentionCache(NamedTuple):
 class CausalSelfAttention(Module):
     """Multi-head attention where each position sees only itself and earlier positions.
     GPT-2 has G = H key/value heads, one per query head, and its positions are in x already, so
-    `turn` and `share` pass q, k, v through; lib.numpy_twin.modern's ModernAttention turns q and
-    k by position (RoPE) and shares G < H key/value heads among the query heads (GQA)."""
+    `turn` and `share` pass q, k, v through and `score_bias` is the causal mask;
+    lib.numpy_twin.modern's ModernAttention turns q and k by position (RoPE), shares G < H
+    key/value heads among the query heads (GQA) and biases the scores (ALiBi, a sliding window)."""
 
     def __init__(self, config: GPTConfig, n_kv_head=None):
         self.n_head = config.n_head
@@ -287,17 +291,17 @@ class CausalSelfAttention(Module):
         qkv, c_attn_cache = self.c_attn.forward(x)           # (B, T, (H + 2G) D)
         qkv = qkv.reshape(B, T, H + 2 * G, D).transpose(0, 2, 1, 3)  # (B, H + 2G, T, D)
         q, k, v = qkv[:, :H], qkv[:, H:H + G], qkv[:, H + G:]  # (B, H, T, D), (B, G, T, D), (B, G, T, D)
-        start = 0 if kv_cache is None else kv_cache.length
+        start = 0 if kv_cache is None else kv_cache.length  # the first new query's position
         q, k, turned = self.turn(q, k, start)                # GPT-2: as they are
-        if kv_cache is not None:                             # decode: append, attend to all so far
-            k, v = kv_cache.update(layer, k, v)              # (B, G, start + T, D)
-        k, v = self.share(k, v)                              # (B, H, start + T, D) each
-        att = q @ k.transpose(0, 1, 3, 2)                    # (B, H, T, start + T)
+        if kv_cache is not None:                             # decode: append, attend to all kept
+            k, v = kv_cache.update(layer, k, v)              # (B, G, S, D): S = keys kept before + T
+        k, v = self.share(k, v)                              # (B, H, S, D) each
+        S = k.shape[2]
+        att = q @ k.transpose(0, 1, 3, 2)                    # (B, H, T, S)
         att *= 1.0 / math.sqrt(D)
-        if T > 1:                                            # one new query sees every key: no mask
-            att += causal_mask(T, start, att.dtype)          # -inf where a key is in the future
+        att += self.score_bias(T, S - T, att.dtype)          # -inf where a key is hidden from a query
         att = softmax(att)
-        kept, att_mask = self.attn_dropout.forward(att)      # (B, H, T, start + T)
+        kept, att_mask = self.attn_dropout.forward(att)      # (B, H, T, S)
         y = kept @ v                                         # (B, H, T, D)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)         # (B, T, C): heads side by side
         out, c_proj_cache = self.c_proj.forward(y)           # (B, T, C)
@@ -323,6 +327,11 @@ class CausalSelfAttention(Module):
         dqkv = np.concatenate([dq, dk, dv], axis=1).transpose(0, 2, 1, 3).reshape(B, T, -1)  # (B, T, (H + 2G) D)
         return self.c_attn.backward(dqkv, cache.c_attn)      # (B, T, C)
 
+    def score_bias(self, T, start, dtype):                   # -> (T, start + T), added to the scores
+        """What is added to the scores of T queries after `start` earlier keys: the causal mask.
+        A constant, so the backward needs nothing of it."""
+        return causal_mask(T, start, dtype)
+
     def turn(self, q, k, start):                             # -> q, k, what turn_backward needs
         return q, k, None
 
@@ -337,7 +346,7 @@ class CausalSelfAttention(Module):
 
 
 # Chapter 8's attention for each kind of position, which every config that leaves GPT-2's attention
-# (RoPE, or shared key/value heads) gets; lib.numpy_twin.modern fills it.
+# (positions other than learned ones, or shared key/value heads) gets; lib.numpy_twin.modern fills it.
 ATTENTIONS = {}
 
 
@@ -382,7 +391,8 @@ class Block(Module):
 
     def __init__(self, config: GPTConfig):
         self.ln_1 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
-        gpt2 = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        gpt2 = (config.position == "learned" and config.kv_heads == config.n_head
+                and config.sliding_window is None)           # GPT-2's attention
         self.attn = CausalSelfAttention(config) if gpt2 else ATTENTIONS[config.position](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
@@ -402,11 +412,13 @@ class Block(Module):
 
 
 class KVCache:
-    """Keys and values of every layer, pre-allocated for the whole context:
-    k[layer], v[layer] have shape (B, G, n_ctx, D), G = kv_heads; `length` positions are filled."""
+    """Keys and values of every layer, pre-allocated for `positions` (n_ctx unless given; more
+    for a model that extrapolates): k[layer], v[layer] have shape (B, G, positions, D), G = kv_heads;
+    `length` positions are filled."""
 
-    def __init__(self, config: GPTConfig, batch: int, dtype=np.float32):
-        shape = (batch, config.kv_heads, config.n_ctx, config.head_dim)
+    def __init__(self, config: GPTConfig, batch: int, dtype=np.float32, positions=None):
+        self.capacity = config.n_ctx if positions is None else positions
+        shape = (batch, config.kv_heads, self.capacity, config.head_dim)
         self.k = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
         self.v = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
         self.length = 0
@@ -416,6 +428,32 @@ class KVCache:
         self.k[layer][:, :, self.length:end] = k
         self.v[layer][:, :, self.length:end] = v
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, G, end, D)
+
+
+class RollingKVCache:
+    """The KV cache of a sliding-window model (config.sliding_window = W): each layer keeps the
+    keys and values of the last W positions only, k[layer], v[layer] of shape (B, G, <= W, D), so
+    its memory stops growing at W positions however long the generation. `length` counts every
+    position seen (RoPE and the masks need the absolute count); setting it back to 0 empties the
+    cache, as the plain KVCache's refill does. No capacity: the positions go on as long as the
+    model's positions do."""
+    capacity = None
+
+    def __init__(self, config: GPTConfig, batch: int, dtype=np.float32):
+        if config.sliding_window is None:
+            raise ValueError("RollingKVCache needs a config with a sliding_window, got sliding_window=None")
+        self.window = config.sliding_window
+        shape = (batch, config.kv_heads, 0, config.head_dim)
+        self.k = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
+        self.v = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
+        self.length = 0
+
+    def update(self, layer, k, v):                           # k, v: (B, G, T, D) new positions
+        kept = min(self.length, self.k[layer].shape[2])      # 0 after length was set back to 0
+        k = np.concatenate([self.k[layer][:, :, self.k[layer].shape[2] - kept:], k], axis=2)  # (B, G, kept + T, D)
+        v = np.concatenate([self.v[layer][:, :, self.v[layer].shape[2] - kept:], v], axis=2)  # (B, G, kept + T, D)
+        self.k[layer], self.v[layer] = k[:, :, -self.window:], v[:, :, -self.window:]  # (B, G, <= W, D)
+        return k, v                                          # the mask hides what lies W or more back
 
 
 class Outputs(NamedTuple):
@@ -439,7 +477,8 @@ class ForwardCache(NamedTuple):
 
 class GPT(Module):
     """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte.
-    (With RoPE there is no wpe; the config chooses the norm and the feed-forward.)"""
+    (Only learned positions have wpe: sinusoidal ones are a fixed table added in its place, RoPE
+    and ALiBi act in the attention; the config chooses the norm and the feed-forward.)"""
 
     def __init__(self, config: GPTConfig, seed: int = 0, dtype=np.float32):
         self.config = config
@@ -461,15 +500,17 @@ class GPT(Module):
                 m.rng = self.dropout_rng
 
     # ---- forward and backward -------------------------------------------------------------
-    def forward(self, idx, kv_cache=None):
+    def forward(self, idx, kv_cache=None, extrapolate=False):
         """idx: (B, T) token ids -> logits (B, T, V). With a `kv_cache`, idx holds only the new
-        positions, which attend to everything cached. Without one, what backward needs is kept."""
-        return self.forward_outputs(idx, kv_cache).logits
+        positions, which attend to everything cached. Without one, what backward needs is kept.
+        Positions go up to n_ctx - 1; extrapolate=True lets sinusoidal, RoPE and ALiBi positions
+        go past it, to evaluate beyond the training length (learned positions have no rows there)."""
+        return self.forward_outputs(idx, kv_cache, extrapolate=extrapolate).logits
 
-    def forward_outputs(self, idx, kv_cache=None, return_attention=False) -> Outputs:
+    def forward_outputs(self, idx, kv_cache=None, return_attention=False, extrapolate=False) -> Outputs:
         """The same forward pass, returning its `Outputs`: logits, hidden states and, with
         return_attention, every layer's attention weights."""
-        idx = self._check_idx(idx, kv_cache)
+        idx = self._check_idx(idx, kv_cache, extrapolate)
         B, T = idx.shape
         start = 0 if kv_cache is None else kv_cache.length
         x, tok_cache = self.wte.forward(idx)                 # (B, T, C)
@@ -477,6 +518,9 @@ class GPT(Module):
         if self.wpe is not None:                             # learned positions (RoPE turns q, k instead)
             pos, pos_cache = self.wpe.forward(np.arange(start, start + T)[None])  # (1, T, C)
             x = x + pos                                      # (B, T, C)
+        elif self.config.position in FIXED_POSITIONS:        # chapter 8's sinusoids: a formula, no weights
+            table = FIXED_POSITIONS[self.config.position]
+            x = x + table(start, T, self.config.n_embd, x.dtype)  # (B, T, C) + (T, C)
         x, drop_mask = self.drop.forward(x)
         block_caches = []
         for layer, block in enumerate(self.h):
@@ -520,14 +564,12 @@ class GPT(Module):
     def grads(self) -> dict[str, np.ndarray]:
         return dict(self.named_grads())
 
-    def _check_idx(self, idx, kv_cache):
+    def _check_idx(self, idx, kv_cache, extrapolate):
         idx = np.asarray(idx)
         if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"idx must be a (B, T) array of integer token ids, got shape {idx.shape} dtype {idx.dtype}")
-        start = 0 if kv_cache is None else kv_cache.length
-        if idx.shape[1] == 0 or start + idx.shape[1] > self.config.n_ctx:
-            raise ValueError(f"sequence of {start + idx.shape[1]} positions ({idx.shape[1]} new) does not fit "
-                             f"the context: expected 1 to n_ctx={self.config.n_ctx}")
+        start, capacity = (0, None) if kv_cache is None else (kv_cache.length, kv_cache.capacity)
+        check_positions(self.config, start, idx.shape[1], capacity, extrapolate)
         if idx.size and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
             raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), "
                              f"got min {idx.min()} max {idx.max()}")

@@ -15,6 +15,12 @@ prompt is cropped to its last `n_ctx` tokens (the stream reports how many it dro
 `cropped`). Without the cache every step runs the model on the last `n_ctx` tokens. With it,
 when the cache is full the last `refill_length(n_ctx)` tokens are prefilled again into an
 emptied cache (counted in `refills`); see `lib.sampling.refill_length` for why.
+
+A sliding-window model (config.sliding_window = W) decodes with a `RollingKVCache`, which keeps
+the last W positions only. With positions that are a formula (sinusoidal, RoPE, ALiBi) it never
+fills: the positions go on past n_ctx (the model extrapolates), each new token seeing the
+previous W - 1 through the window, as a forward over the whole sequence with the window mask
+would. With learned positions it refills at n_ctx as the plain cache does.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import torch
 from ..dropout import eval_mode
 from ..sampling import Sampling, check_generation, refill_length
 from .cpu_decode import cpu_decode_layout
-from .model import KVCache
+from .model import KVCache, RollingKVCache
 from .sampling import DeviceSampler, HostSampler
 
 # generate() reads "has every row produced stop_token?" once every this many steps, not every
@@ -40,9 +46,10 @@ class Stream:
 
     Attributes: `prompt` (B, T), the prompt as given; `cropped`, how many of its first tokens
     the model never sees (T - n_ctx when T > n_ctx, else 0); `refills`, how many times a full
-    cache has been refilled so far. Rows that have produced `stop_token` keep producing it
-    until every row has, and then the stream ends: at once, or, with check_every=k, at the next
-    multiple of k steps (the check reads the device).
+    cache has been refilled so far; `extrapolate`, whether the positions go on past n_ctx (a
+    sliding-window model's rolling cache with positions other than learned ones). Rows that have
+    produced `stop_token` keep producing it until every row has, and then the stream ends: at
+    once, or, with check_every=k, at the next multiple of k steps (the check reads the device).
     """
 
     def __init__(self, model, idx, max_new_tokens, sampling=Sampling(), use_cache=True, stop_token=None,
@@ -60,7 +67,10 @@ class Stream:
         self.sampler.observe(self.prompt)
         self.cropped, self.refills, self.remaining = max(0, T - self.n_ctx), 0, max_new_tokens
         self.window = self.prompt[:, -self.n_ctx:]           # (B, <= n_ctx): what the model sees
-        self.cache = KVCache(config, B, weight.dtype, weight.device) if use_cache else None
+        rolling = use_cache and config.sliding_window is not None   # a sliding-window model keeps the last W
+        self.cache = (RollingKVCache if rolling else KVCache)(config, B, weight.dtype, weight.device) \
+            if use_cache else None
+        self.extrapolate = rolling and config.position != "learned"  # the cache never fills
         self.pending = self.window                           # (B, t): ids not yet in the cache
         self.done = torch.zeros(B, dtype=torch.bool, device=weight.device)  # rows past stop_token
         self.check_every, self.produced = check_every, 0
@@ -92,13 +102,13 @@ class Stream:
     def next_logits(self):                                   # -> (B, V), last position only
         if self.cache is None:
             return self.model.forward(self.window)[:, -1]
-        if self.cache.length + self.pending.shape[1] > self.n_ctx:   # full: refill the last tokens
+        if not self.extrapolate and self.cache.length + self.pending.shape[1] > self.n_ctx:  # full: refill
             self.cache.length = 0
             self.pending = self.window[:, -refill_length(self.n_ctx):]
             self.refills += 1
         layout = cpu_decode_layout(self.model) if self.cache.k[0].device.type == "cpu" else contextlib.nullcontext()
         with layout:
-            return self.model.forward(self.pending, kv_cache=self.cache)[:, -1]
+            return self.model.forward(self.pending, kv_cache=self.cache, extrapolate=self.extrapolate)[:, -1]
 
 
 def stream(model, idx, max_new_tokens, use_cache=True, stop_token=None, sample_on_device=True,

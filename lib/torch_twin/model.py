@@ -7,7 +7,7 @@ G = key/value heads (H in GPT-2), F = hidden_dim (feed-forward width).
 
 The config chooses each block's layers by name (lib.config.CHOICES); `LAYERS` gives, for each
 such field, the table here that maps its names to layers. Chapter 8's pieces (RMSNorm, SwiGLU,
-RoPE, shared key/value heads) live in `lib/torch_twin/modern.py`, which adds them to these
+RoPE, ALiBi, shared key/value heads) live in `lib/torch_twin/modern.py`, which adds them to these
 tables; this module never imports it.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..config import GPTConfig
+from ..config import GPTConfig, check_positions
 from ..dropout import check_dropout
 from ..weights import check_state, init_state, load_hf_gpt2, load_state, save_state
 
@@ -47,7 +47,16 @@ def softmax(x, axis=-1):
     return torch.softmax(x, dim=axis)
 
 
+def causal_mask(T, start, dtype, device="cpu"):
+    """(T, start + T) additive mask: query i sits at position start + i and may see keys
+    0 .. start + i; later keys get -inf, which the softmax turns into weight 0."""
+    return torch.full((T, start + T), float("-inf"), dtype=dtype, device=device).triu(start + 1)  # (T, start + T)
+
+
 # ---- layers ----------------------------------------------------------------------------------------
+# Chapter 8's fixed position tables (no weights), added to the embeddings in wpe's place, by
+# config.position: function (start, T, n_embd, dtype, device) -> (T, n_embd). lib.torch_twin.modern fills it.
+FIXED_POSITIONS = {}
 Linear = nn.Linear          # y = x W^T + b, W stored (out, in), as in the numpy twin
 Embedding = nn.Embedding    # row i is the vector of token (or position) i
 LayerNorm = nn.LayerNorm    # normalise to mean 0, variance 1, then scale and shift
@@ -76,8 +85,9 @@ class Dropout(nn.Dropout):
 class CausalSelfAttention(nn.Module):
     """Multi-head attention where each position sees only itself and earlier positions.
     GPT-2 has G = H key/value heads, one per query head, and its positions are in x already, so
-    `turn` and `share` pass q, k, v through; lib.torch_twin.modern's ModernAttention turns q and
-    k by position (RoPE) and shares G < H key/value heads among the query heads (GQA).
+    `turn` and `share` pass q, k, v through and `score_bias` adds nothing to the causal mask;
+    lib.torch_twin.modern's ModernAttention turns q and k by position (RoPE), shares G < H
+    key/value heads among the query heads (GQA) and biases the scores (ALiBi, a sliding window).
     forward returns (output, weights): the weights (B, H, T, S) when they were computed
     explicitly (`keep_attention`, set by GPT.forward_outputs, or a given dropout mask), else None."""
     keep_attention = False
@@ -97,25 +107,32 @@ class CausalSelfAttention(nn.Module):
         H, G, D = self.n_head, self.n_kv_head, C // self.n_head
         qkv = self.c_attn(x).view(B, T, H + 2 * G, D).transpose(1, 2)  # (B, H + 2G, T, D)
         q, k, v = qkv.split([H, G, G], dim=1)                 # (B, H, T, D), (B, G, T, D), (B, G, T, D)
-        start = 0 if kv_cache is None else kv_cache.length
+        start = 0 if kv_cache is None else kv_cache.length   # the first new query's position
         q, k = self.turn(q, k, start)                         # GPT-2: as they are
-        if kv_cache is not None:                              # decode: append, attend to all so far
-            k, v = kv_cache.update(layer, k, v)               # (B, G, start + T, D)
-        k, v = self.share(k, v)                               # (B, H, start + T, D) each
+        if kv_cache is not None:                              # decode: append, attend to all kept
+            k, v = kv_cache.update(layer, k, v)               # (B, G, S, D): S = keys kept before + T
+        k, v = self.share(k, v)                               # (B, H, S, D) each
+        S = k.shape[2]
+        bias = self.score_bias(T, S - T, q.dtype, x.device)   # (T, S) or (H, T, S); None: plain causal
         att = None
         p = self.attn_dropout.p if self.training else 0.0     # SDPA drops attention weights itself
         if self.keep_attention or self.attn_dropout.mask is not None:  # explicit path: the viewer, given masks
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # (B, H, T, start + T)
-            future = torch.ones(T, start + T, dtype=torch.bool, device=x.device).triu(start + 1)
-            att = torch.softmax(att.masked_fill(future, float("-inf")), dim=-1)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))  # (B, H, T, S)
+            att = torch.softmax(att + (causal_mask(T, S - T, q.dtype, device=x.device) if bias is None else bias),
+                                dim=-1)
             y = self.attn_dropout(att) @ v                    # (B, H, T, D)
-        elif start == 0 or T == 1:                            # plain causal, or one new query seeing all
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=start == 0 and T > 1)
-        else:                                                 # a chunk after cached positions
-            seen = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=seen, dropout_p=p)
+        elif bias is None and (S == T or T == 1):             # plain causal, or one new query seeing all
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=S == T and T > 1)
+        else:                                                 # a chunk after cached keys, a window, ALiBi
+            bias = causal_mask(T, S - T, q.dtype, device=x.device) if bias is None else bias
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, T, C)                # (B, T, C): heads side by side
         return self.resid_dropout(self.c_proj(y)), att
+
+    def score_bias(self, T, start, dtype, device):           # -> None: the plain causal mask
+        """What is added to the scores of T queries after `start` earlier keys, the causal mask
+        included: None for GPT-2, whose mask SDPA applies by itself."""
+        return None
 
     def turn(self, q, k, start):                              # -> q, k
         return q, k
@@ -125,7 +142,7 @@ class CausalSelfAttention(nn.Module):
 
 
 # Chapter 8's attention for each kind of position, which every config that leaves GPT-2's attention
-# (RoPE, or shared key/value heads) gets; lib.torch_twin.modern fills it.
+# (positions other than learned ones, or shared key/value heads) gets; lib.torch_twin.modern fills it.
 ATTENTIONS = {}
 
 
@@ -153,7 +170,8 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.ln_1 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
-        gpt2 = config.position == "learned" and config.kv_heads == config.n_head   # GPT-2's attention
+        gpt2 = (config.position == "learned" and config.kv_heads == config.n_head
+                and config.sliding_window is None)            # GPT-2's attention
         self.attn = CausalSelfAttention(config) if gpt2 else ATTENTIONS[config.position](config)
         self.ln_2 = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.mlp = MLPS[config.mlp](config)
@@ -165,11 +183,13 @@ class Block(nn.Module):
 
 
 class KVCache:
-    """Keys and values of every layer, pre-allocated for the whole context:
-    k[layer], v[layer] have shape (B, G, n_ctx, D), G = kv_heads; `length` positions are filled."""
+    """Keys and values of every layer, pre-allocated for `positions` (n_ctx unless given; more
+    for a model that extrapolates): k[layer], v[layer] have shape (B, G, positions, D), G = kv_heads;
+    `length` positions are filled."""
 
-    def __init__(self, config: GPTConfig, batch: int, dtype=torch.float32, device="cpu"):
-        shape = (batch, config.kv_heads, config.n_ctx, config.head_dim)
+    def __init__(self, config: GPTConfig, batch: int, dtype=torch.float32, device="cpu", positions=None):
+        self.capacity = config.n_ctx if positions is None else positions
+        shape = (batch, config.kv_heads, self.capacity, config.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.n_layer)]
         self.length = 0
@@ -179,6 +199,32 @@ class KVCache:
         self.k[layer][:, :, self.length:end] = k
         self.v[layer][:, :, self.length:end] = v
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]  # (B, G, end, D)
+
+
+class RollingKVCache:
+    """The KV cache of a sliding-window model (config.sliding_window = W): each layer keeps the
+    keys and values of the last W positions only, k[layer], v[layer] of shape (B, G, <= W, D), so
+    its memory stops growing at W positions however long the generation. `length` counts every
+    position seen (RoPE and the masks need the absolute count); setting it back to 0 empties the
+    cache, as the plain KVCache's refill does. No capacity: the positions go on as long as the
+    model's positions do."""
+    capacity = None
+
+    def __init__(self, config: GPTConfig, batch: int, dtype=torch.float32, device="cpu"):
+        if config.sliding_window is None:
+            raise ValueError("RollingKVCache needs a config with a sliding_window, got sliding_window=None")
+        self.window = config.sliding_window
+        shape = (batch, config.kv_heads, 0, config.head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.n_layer)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(config.n_layer)]
+        self.length = 0
+
+    def update(self, layer, k, v):                            # k, v: (B, G, T, D) new positions
+        kept = min(self.length, self.k[layer].shape[2])       # 0 after length was set back to 0
+        k = torch.cat([self.k[layer][:, :, self.k[layer].shape[2] - kept:], k], dim=2)  # (B, G, kept + T, D)
+        v = torch.cat([self.v[layer][:, :, self.v[layer].shape[2] - kept:], v], dim=2)  # (B, G, kept + T, D)
+        self.k[layer], self.v[layer] = k[:, :, -self.window:], v[:, :, -self.window:]  # (B, G, <= W, D)
+        return k, v                                           # the mask hides what lies W or more back
 
 
 class Outputs(NamedTuple):
@@ -192,7 +238,8 @@ class Outputs(NamedTuple):
 
 class GPT(nn.Module):
     """GPT-2: token + position embeddings, n_layer blocks, final LayerNorm, head tied to wte.
-    (With RoPE there is no wpe; the config chooses the norm and the feed-forward.)"""
+    (Only learned positions have wpe: sinusoidal ones are a fixed table added in its place, RoPE
+    and ALiBi act in the attention; the config chooses the norm and the feed-forward.)"""
 
     def __init__(self, config: GPTConfig, seed: int = 0):
         super().__init__()
@@ -204,29 +251,34 @@ class GPT(nn.Module):
         self.ln_f = NORMS[config.norm](config.n_embd, eps=config.layer_norm_eps)
         self.load_state_dict(init_state(config, seed))        # same seed, same weights as numpy
 
-    def forward(self, idx, kv_cache=None):
+    def forward(self, idx, kv_cache=None, extrapolate=False):
         """idx: (B, T) token ids -> logits (B, T, V). With a `kv_cache`, idx holds only the new
-        positions, which attend to everything cached."""
-        return self.forward_outputs(idx, kv_cache).logits
+        positions, which attend to everything cached. Positions go up to n_ctx - 1;
+        extrapolate=True lets sinusoidal, RoPE and ALiBi positions go past it, to evaluate beyond
+        the training length (learned positions have no rows there)."""
+        return self.forward_outputs(idx, kv_cache, extrapolate=extrapolate).logits
 
-    def forward_outputs(self, idx, kv_cache=None, return_attention=False) -> Outputs:
+    def forward_outputs(self, idx, kv_cache=None, return_attention=False, extrapolate=False) -> Outputs:
         """The same forward pass, returning its `Outputs`: logits, hidden states and, with
         return_attention, every layer's attention weights (computed explicitly, not by SDPA)."""
         for block in self.h:
             block.attn.keep_attention = return_attention
         try:
-            return self._forward(idx, kv_cache, return_attention)
+            return self._forward(idx, kv_cache, return_attention, extrapolate)
         finally:
             for block in self.h:
                 block.attn.keep_attention = False
 
-    def _forward(self, idx, kv_cache, return_attention):      # -> Outputs
+    def _forward(self, idx, kv_cache, return_attention, extrapolate):  # -> Outputs
         start = 0 if kv_cache is None else kv_cache.length
-        self._check_idx(idx, start)
+        self._check_idx(idx, kv_cache, extrapolate)
         B, T = idx.shape
         x = self.wte(idx)                                     # (B, T, C)
         if self.wpe is not None:                              # learned positions (RoPE turns q, k instead)
             x = x + self.wpe(torch.arange(start, start + T, device=idx.device))  # (B, T, C) + (T, C)
+        elif self.config.position in FIXED_POSITIONS:         # chapter 8's sinusoids: a formula, no weights
+            table = FIXED_POSITIONS[self.config.position]
+            x = x + table(start, T, self.config.n_embd, x.dtype, idx.device)  # (B, T, C) + (T, C)
         x = self.drop(x)
         attentions = []
         for layer, block in enumerate(self.h):
@@ -243,13 +295,12 @@ class GPT(nn.Module):
         can swap in another way of computing the same logits for a while."""
         return hidden @ self.wte.weight.T
 
-    def _check_idx(self, idx, start):
+    def _check_idx(self, idx, kv_cache, extrapolate):
         if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.int32, torch.int64):
             raise ValueError(f"idx must be a (B, T) integer tensor of token ids, got "
                              f"{type(idx).__name__} {getattr(idx, 'shape', '')} {getattr(idx, 'dtype', '')}")
-        if idx.shape[1] == 0 or start + idx.shape[1] > self.config.n_ctx:
-            raise ValueError(f"sequence of {start + idx.shape[1]} positions ({idx.shape[1]} new) does not fit "
-                             f"the context: expected 1 to n_ctx={self.config.n_ctx}")
+        start, capacity = (0, None) if kv_cache is None else (kv_cache.length, kv_cache.capacity)
+        check_positions(self.config, start, idx.shape[1], capacity, extrapolate)
         # On a GPU, reading min and max would make the host wait for the device at every call, and
         # under torch.compile it would cut the graph in two; there the ids are checked once, before
         # the loop: lib.train checks its data, generate its prompt.
