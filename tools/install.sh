@@ -39,9 +39,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # Every model and experiment the chapters read from the course cache (lib.cached.RUNS: the small
-# Shakespeare model, chapter 8's modern block, chapter 5's dropout runs, chapters 7's and 9's
-# experiments): trained once here, about 8 minutes on 2 cores, then cached, so that no notebook
-# and no book build pays for them. GPT2_COURSE_SEED (default 0) shifts all their seeds.
+# Shakespeare model, chapter 8's modern block, chapter 5's dropout runs, chapter 7's experiment,
+# chapter 8's positions experiment and chapter 9's experiment): trained once here, about 10
+# minutes on 2 cores, then cached, so that no notebook and no book build pays for them.
+# GPT2_COURSE_SEED (default 0) shifts all their seeds.
 "$PY" -m lib.cached
 
 # The book's offline assets (require.js, the widget manager, MathJax, fonts) from npm.
