@@ -195,7 +195,7 @@ def test_torch_finetuning_reads_the_device_after_its_steps_only(monkeypatch):
     rng = np.random.default_rng(4)
     x = np.concatenate([np.full((16, 1), 256), rng.integers(0, 256, (16, 6)), np.full((16, 1), 258)], axis=1)
     model, head = tf.add_tokens(tt.GPT(tiny()), 3), tf.ClassifierHead(32, 3)
-    model._check_idx = lambda idx, start: None              # reads min and max of the ids, on the CPU only
+    model._check_idx = lambda *args: None              # reads min and max of the ids, on the CPU only
     reads, before_each_step = count_host_reads(monkeypatch), []
     step = tf.finetune_step
     monkeypatch.setattr(tf, "finetune_step", lambda *a: (before_each_step.append(len(reads)), step(*a))[1])

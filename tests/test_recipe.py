@@ -144,6 +144,6 @@ def test_the_trainer_takes_its_gpu_paths_on_the_cpu_under_the_switch(monkeypatch
 def test_forward_reads_no_id_back_from_a_device():
     model = tt.GPT(GPTConfig(vocab_size=64, n_ctx=16, n_layer=1, n_head=2, n_embd=16))
     on_device = torch.empty(1, 4, dtype=torch.long, device="meta")   # reading a value from it raises
-    model._check_idx(on_device, 0)                                    # shape checks only
+    model._check_idx(on_device, None, False)                          # shape checks only
     with pytest.raises(ValueError, match=r"token ids must lie in \[0, 64\)"):
-        model._check_idx(torch.tensor([[1, 64]]), 0)
+        model._check_idx(torch.tensor([[1, 64]]), None, False)

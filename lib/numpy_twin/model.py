@@ -568,7 +568,8 @@ class GPT(Module):
         idx = np.asarray(idx)
         if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"idx must be a (B, T) array of integer token ids, got shape {idx.shape} dtype {idx.dtype}")
-        start, capacity = (0, None) if kv_cache is None else (kv_cache.length, kv_cache.capacity)
+        # a cache needs only `length` and `update` (exercise 6.1's has no more); `capacity` is optional
+        start, capacity = (0, None) if kv_cache is None else (kv_cache.length, getattr(kv_cache, "capacity", None))
         check_positions(self.config, start, idx.shape[1], capacity, extrapolate)
         if idx.size and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
             raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), "
