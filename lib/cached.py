@@ -59,6 +59,11 @@ def _posttrain():
     return experiment(progress=False)
 
 
+def _scale():
+    from .scaling.ladder import emergence, isoflop, ladder
+    return ladder(), isoflop(), emergence()
+
+
 # (what, who reads it, the call that trains it once and then reads it from the cache), in the
 # order they build on each other: chapter 9's experiment starts from the small model.
 RUNS = (
@@ -67,6 +72,8 @@ RUNS = (
     ("chapter 5's two dropout runs (500 steps each)", "chapter 5", _dropout),
     ("chapter 7's experiment (2 pre-trainings, 12 fine-tunings)", "chapter 7", _finetune),
     ("chapter 9's experiment (instruction tuning, LoRA, three DPO runs)", "chapter 9", _posttrain),
+    ("chapter 11's ladder of six sizes, its isoFLOP sweep and the ladder's task scores (21 runs)", "chapter 11",
+     _scale),
 )
 
 
@@ -77,7 +84,7 @@ CODE = ("lib/cached.py", "lib/pretrained.py", "lib/overfitting.py", "lib/finetun
         "lib/posttrain/template.py", "lib/train.py", "lib/schedule.py", "lib/settings.py", "lib/data.py",
         "lib/assets.py", "lib/config.py", "lib/dropout.py", "lib/torch_twin/train.py", "lib/torch_twin/gpu.py",
         "lib/torch_twin/finetune.py", "lib/torch_twin/posttrain.py", "lib/torch_twin/model.py",
-        "lib/torch_twin/modern.py")
+        "lib/torch_twin/modern.py", "lib/scaling/ladder.py")
 
 
 def code_digest() -> str:

@@ -6,6 +6,8 @@ in-context learning's measures.
 - `fit`: L(N) = E + A N^-alpha fitted to a ladder of runs, and the next run's predicted loss with
   an interval; `python -m lib.scaling fit RUNS.csv [--predict N] [--json]` on the command line
   (__main__.py).
+- `ladder`: the chapter's cached trainings on the plays: a ladder of six sizes, an isoFLOP sweep,
+  and an exact-answer task scored on the ladder (imported as `lib.scaling.ladder`, it trains).
 - `in_context`: Olsson et al.'s prefix-matching score of each attention head, and the in-context
   score (late loss minus early loss).
 """
