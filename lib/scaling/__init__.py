@@ -10,6 +10,8 @@ in-context learning's measures.
   and an exact-answer task scored on the ladder (imported as `lib.scaling.ladder`, it trains).
 - `in_context`: Olsson et al.'s prefix-matching score of each attention head, and the in-context
   score (late loss minus early loss).
+- `induction`: the induction-head experiment (a 2-layer model and a 1-layer control, their scores
+  over training and the phase change's step), cached.
 """
 from .family import (FAMILY, GPT1, GPT2, GPT3, GPT3_TABLE_D1_PARAMS, GPT3_TRAIN_PF_DAYS, Published, count_check, member,
                      non_embedding_params, param_count, pf_days, train_compute, train_flops)
