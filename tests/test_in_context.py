@@ -1,10 +1,12 @@
-"""lib.scaling.induction (chapter 11's induction-head experiment).
+"""lib.scaling.induction (chapter 11's induction-head experiment) and exercise 11.1's reference.
 
 The scores' own tests on constructed heads and losses are in tests/test_scaling.py; here: the
-mix the models train on, the phase change's step, one tiny training run end to end and the settings'
-bad input.
+mix the models train on, the phase change's step, one tiny training run end to end, the settings'
+bad input, and the hidden tests' references against lib's.
 """
+import importlib.util
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from lib.scaling.induction import (SETTINGS, InductionSettings, held_out_sets, mixed_batch, phase_change_step,
                                    repeated_tokens, train_run)
 
+ROOT = Path(__file__).resolve().parent.parent
 ALPHABET = np.arange(40, 60)
 
 
@@ -65,3 +68,33 @@ def test_a_tiny_run_records_every_score_at_every_evaluation():
     assert run["best_head"] == [max(np.ravel(p)) for p in run["prefix_matching"]]
     assert run["phase_change"] in (2, 4) and len(run["in_context"]) == len(run["in_context_plays"]) == 3
 
+
+def _hidden(name):
+    path = ROOT / "solutions" / name / "hidden_tests.py"
+    spec = importlib.util.spec_from_file_location(f"hidden_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_exercise_11_1s_reference_is_libs():
+    """The hidden tests' reference fit (lstsq per alpha, Newton and bisection on the profiled
+    residual) and interval (SVD of the column-scaled Jacobian in (E, A, alpha)) against lib's fit
+    and predict: parameters within 1e-6 relative (E within 1e-8 of the losses' mean, where the truth
+    is E = 0), the prediction within 1e-8 and the half-width within 1e-4 (both fits converge alpha
+    to ~1e-9; the interval is a first-order quantity of the same fit)."""
+    from lib.scaling.fit import fit_power_law, predict, t_quantile
+
+    hidden = _hidden("ch11_scaling_fit")
+    for N, L in hidden.fit_cases().values():
+        fit = fit_power_law(N, L)
+        E, A, alpha = hidden.fit_power_law(N, L)
+        assert E == pytest.approx(fit.E, rel=1e-6, abs=1e-8 * np.mean(L))
+        assert (A, alpha) == pytest.approx((fit.A, fit.alpha), rel=1e-6)
+    for N, L, n_new, t in hidden.interval_cases().values():
+        fit = fit_power_law(N, L)
+        lib = predict(fit, n_new, level=0.9)
+        lib_se = float(lib["interval"][1] - lib["loss"]) / t_quantile(0.95, fit.dof)
+        loss, low, high = hidden.predict_interval(N, L, n_new, t)
+        assert loss == pytest.approx(float(lib["loss"]), rel=1e-8)
+        assert (high - low) / 2 == pytest.approx(t * lib_se, rel=1e-4)
