@@ -1,8 +1,8 @@
-"""lib.scaling.induction (chapter 11's induction-head experiment) and exercise 11.1's reference.
+"""lib.scaling.induction (chapter 11's induction-head experiment) and exercise 11.2's reference.
 
 The scores' own tests on constructed heads and losses are in tests/test_scaling.py; here: the
 mix the models train on, the phase change's step, one tiny training run end to end, the settings'
-bad input, and the hidden tests' references against lib's.
+bad input, and the hidden tests' loop-written reference against lib's scores.
 """
 import importlib.util
 from dataclasses import replace
@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lib.scaling.in_context import in_context_score, prefix_matching_score
 from lib.scaling.induction import (SETTINGS, InductionSettings, held_out_sets, mixed_batch, phase_change_step,
                                    repeated_tokens, train_run)
 
@@ -75,6 +76,18 @@ def _hidden(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_exercise_11_2s_reference_is_libs():
+    """The hidden tests' reference, loops over heads and queries, against lib's scores on every
+    case; they agree to rounding (1e-12: means of at most a few thousand float64 numbers)."""
+    hidden = _hidden("ch11_in_context")
+    for attn, period in hidden._prefix_cases().values():
+        np.testing.assert_allclose(hidden.prefix_matching_score(attn, period), prefix_matching_score(attn, period),
+                                   rtol=1e-12, atol=1e-12)
+    for loss, early, late in hidden._loss_cases().values():
+        assert hidden.in_context_score(loss, early, late) == pytest.approx(in_context_score(loss, early, late),
+                                                                           rel=1e-12, abs=1e-12)
 
 
 def test_exercise_11_1s_reference_is_libs():
