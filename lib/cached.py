@@ -79,7 +79,7 @@ RUNS = (
     ("chapter 9's experiment (instruction tuning, LoRA, three DPO runs)", "chapter 9", _posttrain),
     ("chapter 11's ladder of six sizes, its isoFLOP sweep and the ladder's task scores (21 runs)", "chapter 11",
      _scale),
-    ("chapter 11's induction-head experiment (a 2-layer model and a 1-layer control, 3,000 steps each)", "chapter 11",
+    ("chapter 11's induction-head experiment (a 2-layer model and a 1-layer control, 4,000 steps each)", "chapter 11",
      _induction),
 )
 

@@ -20,7 +20,7 @@ API for the chapter: `experiment()` returns the cached result, a dict (JSON type
 
 - `settings`: the `InductionSettings` as a dict (the seed shifted by the course seed);
 - `runs`: {"2-layer": run, "1-layer": run}, each run a dict of lists over the evaluations:
-  `steps` (0, 100, ..., 3,000), `prefix_matching` (evaluations x n_layer x n_head), `best_head`
+  `steps` (0, 100, ..., 4,000), `prefix_matching` (evaluations x n_layer x n_head), `best_head`
   (the highest prefix-matching score at each step), `in_context`, `in_context_plays`, `loss` (the
   mean loss on the held-out mix); and `phase_change` (the step) and `seconds` (the training's time).
 
@@ -65,7 +65,7 @@ class InductionSettings:
     n_head: int = 4
     n_embd: int = 64
     n_ctx: int = 64
-    steps: int = 3000
+    steps: int = 4000
     batch_size: int = 16
     lr: float = 3e-3
     repeat_fraction: float = 0.5
