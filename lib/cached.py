@@ -64,6 +64,16 @@ def _posttrain():
     return experiment(progress=False)
 
 
+def _scale():
+    from .scaling.ladder import emergence, isoflop, ladder
+    return ladder(), isoflop(), emergence()
+
+
+def _induction():
+    from .scaling.induction import experiment
+    return experiment(progress=False)
+
+
 # (what, who reads it, the call that trains it once and then reads it from the cache), in the
 # order they build on each other: chapter 9's experiment starts from the small model.
 RUNS = (
@@ -73,6 +83,10 @@ RUNS = (
     ("chapter 7's experiment (2 pre-trainings, 12 fine-tunings)", "chapter 7", _finetune),
     ("chapter 8's positions (5 pre-trainings, 2 fine-tunings at twice the context)", "chapter 8", _positions),
     ("chapter 9's experiment (instruction tuning, LoRA, three DPO runs)", "chapter 9", _posttrain),
+    ("chapter 11's ladder of six sizes, its isoFLOP sweep and the ladder's task scores (21 runs)", "chapter 11",
+     _scale),
+    ("chapter 11's induction-head experiment (a 2-layer model and a 1-layer control, 4,000 steps each)", "chapter 11",
+     _induction),
 )
 
 
@@ -84,7 +98,8 @@ CODE = ("lib/cached.py", "lib/pretrained.py", "lib/overfitting.py", "lib/finetun
         "lib/posttrain/template.py", "lib/train.py", "lib/schedule.py", "lib/settings.py", "lib/data.py",
         "lib/assets.py", "lib/config.py", "lib/dropout.py", "lib/torch_twin/train.py", "lib/torch_twin/gpu.py",
         "lib/torch_twin/finetune.py", "lib/torch_twin/posttrain.py", "lib/torch_twin/model.py",
-        "lib/torch_twin/modern.py")
+        "lib/torch_twin/modern.py", "lib/scaling/ladder.py",
+        "lib/scaling/induction.py")
 
 
 def code_digest() -> str:

@@ -53,6 +53,7 @@ REPORT = ROOT / "claims"
 NOTEBOOKS = ("chapters/03_attention.ipynb", "chapters/04_model.ipynb", "chapters/05_training.ipynb",
              "chapters/06_decoding.ipynb", "chapters/06b_evaluation.ipynb", "chapters/07_finetuning.ipynb",
              "chapters/08_modern_block.ipynb", "chapters/09_post_training.ipynb", "chapters/10_speed.ipynb",
+             "chapters/11_scale.ipynb",
              "solutions/ch6_top_k_top_p.ipynb", "solutions/ch6b_scoring.ipynb", "solutions/ch9_dpo.ipynb",
              "solutions/ch9_lora.ipynb")
 ASSETS = ("gpt2.tiktoken", "shakespeare-plays")          # what a seed's cache needs besides its training

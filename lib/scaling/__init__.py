@@ -6,8 +6,12 @@ in-context learning's measures.
 - `fit`: L(N) = E + A N^-alpha fitted to a ladder of runs, and the next run's predicted loss with
   an interval; `python -m lib.scaling fit RUNS.csv [--predict N] [--json]` on the command line
   (__main__.py).
+- `ladder`: the chapter's cached trainings on the plays: a ladder of six sizes, an isoFLOP sweep,
+  and an exact-answer task scored on the ladder (imported as `lib.scaling.ladder`, it trains).
 - `in_context`: Olsson et al.'s prefix-matching score of each attention head, and the in-context
   score (late loss minus early loss).
+- `induction`: the induction-head experiment (a 2-layer model and a 1-layer control, their scores
+  over training and the phase change's step), cached.
 """
 from .family import (FAMILY, GPT1, GPT2, GPT3, GPT3_TABLE_D1_PARAMS, GPT3_TRAIN_PF_DAYS, Published, count_check, member,
                      non_embedding_params, param_count, pf_days, train_compute, train_flops)
