@@ -118,8 +118,9 @@ def _texts():
 
 @functools.lru_cache(maxsize=None)
 def speech_lines(slug):
-    """The play's speeches as lists of byte strings, keeping only the lines LINE_BYTES long whose
-    text occurs once in the play (a speech may be left empty)."""
+    """The play's speeches, each a tuple of its lines as byte strings, with None in place of every
+    line that is not usable: the usable lines are LINE_BYTES long and occur once in the play. The
+    Nones keep each line's neighbours, so two usable lines side by side do follow each other."""
     from .posttrain.instructions import speeches
 
     talk = [[line.encode("utf-8") for line in lines] for _, lines in speeches(_texts()[slug])]
@@ -135,7 +136,8 @@ def speech_lines(slug):
 def _check_slugs(slugs):
     unknown = sorted(set(slugs) - set(_texts()))
     if unknown or not slugs:
-        raise ValueError(f"unknown plays {unknown} or none; expected slugs from lib.shakespeare.shakespeare_plays()")
+        raise ValueError(f"slugs must name one or more plays of lib.shakespeare.shakespeare_plays(), got "
+                         + (f"unknown plays {unknown}" if unknown else f"{list(slugs)}"))
 
 
 def next_line_anchors(slugs):
@@ -152,8 +154,9 @@ def same_speech_anchors(slugs):
             if sum(map(bool, lines)) >= 2 for a in lines if a]
 
 
-def _usable(slug, skip_speech=None):
-    return [line for k, lines in enumerate(speech_lines(slug)) if k != skip_speech for line in lines if line]
+@functools.lru_cache(maxsize=None)
+def _usable(slug):
+    return tuple(line for lines in speech_lines(slug) for line in lines if line)
 
 
 def _others(rng, lines, exclude, k):
@@ -204,8 +207,9 @@ def same_speech_task(slugs, n, seed=0):
     anchors, rng = _drawn(same_speech_anchors(slugs), n, seed, "lines in speeches of two or more")
     examples = []
     for slug, k, a in anchors:
-        b, = _others(rng, [line for line in speech_lines(slug)[k] if line], {a}, 1)
-        c, = _others(rng, _usable(slug, skip_speech=k), set(), 1)
+        speech = [line for line in speech_lines(slug)[k] if line]
+        b, = _others(rng, speech, {a}, 1)
+        c, = _others(rng, _usable(slug), set(speech), 1)
         examples += [similarity_sequences(_ids(a), _ids(b)), similarity_sequences(_ids(a), _ids(c))]
     return pad_examples("similarity", examples, np.tile([1, 0], n))
 

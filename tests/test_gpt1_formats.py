@@ -146,6 +146,12 @@ def test_each_split_draws_from_its_own_plays(fmt):
         assert any(first in plays[s] for s in test) and not any(first in plays[s] for s in train)
 
 
+def test_every_sequence_fits_chapter_7s_pretrained_context_and_pad_is_no_byte_of_the_plays():
+    assert 3 + 2 * g.LINE_BYTES[1] <= ft.PRETRAIN_CONFIG.n_ctx           # [start] A [delim] B [extract]
+    assert ft.TASK["passage_len"] + 2 <= ft.PRETRAIN_CONFIG.n_ctx
+    assert not any(chr(g.PAD) in text for text in PLAYS.values())
+
+
 def test_classification_is_chapter_7s_task():
     ex = g.task_examples("classification", SLUGS, 8, seed=1)
     x, y = ft.word_order_examples(SLUGS, 8, seed=1)
@@ -157,8 +163,10 @@ def test_classification_is_chapter_7s_task():
 def test_bad_task_arguments():
     with pytest.raises(ValueError, match=r"n must be an integer from 1 to \d+ \(the next-line pairs these plays give\), got 0"):
         g.task_examples("pairs", SLUGS, 0)
-    with pytest.raises(ValueError, match=r"unknown plays \['no-such-play'\]"):
+    with pytest.raises(ValueError, match=r"slugs must name one or more plays.*got unknown plays \['no-such-play'\]"):
         g.task_examples("choice", ["no-such-play"], 1)
+    with pytest.raises(ValueError, match=r"slugs must name one or more plays.*got \[\]$"):
+        g.task_examples("similarity", [], 1)
     with pytest.raises(ValueError, match=r"format must be one of .*got 'qa'"):
         g.available("qa", SLUGS)
 
