@@ -124,6 +124,12 @@ def _blocked_source(source: str, module: str, names: list[str]) -> str:
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
+def lib_module(rel: Path) -> str:
+    """The module a file of lib is, from its path inside lib: numpy_twin/model.py ->
+    lib.numpy_twin.model; a package's __init__.py -> the package (the names block lists use)."""
+    return ".".join(("lib", *rel.with_suffix("").parts)).removesuffix(".__init__")
+
+
 def copy_lib(dest: Path, blocked: tuple[str, ...]) -> None:
     """Copy lib (all of it but __pycache__) to dest/lib, with the `blocked` names ("module:name")
     stubbed in the copies of their modules."""
@@ -135,7 +141,7 @@ def copy_lib(dest: Path, blocked: tuple[str, ...]) -> None:
         rel = src.relative_to(LIB_DIR)
         if src.is_dir() or "__pycache__" in rel.parts:
             continue
-        module = ".".join(("lib", *rel.with_suffix("").parts)).removesuffix(".__init__")
+        module = lib_module(rel)
         target = dest / "lib" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if src.suffix == ".py" and module in by_module:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grader.grading import DEFAULT_TESTS, load_hidden_tests
-from grader.sandbox import copy_lib
+from grader.sandbox import copy_lib, lib_module
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = {name: module.EXERCISE for name, module in load_hidden_tests(DEFAULT_TESTS).items()}
@@ -26,7 +26,7 @@ def lib_definitions():
     """[(module, qualified name, node)]: every top-level def and class of lib, and every method."""
     found = []
     for path in sorted((ROOT / "lib").rglob("*.py")):
-        module = ".".join(("lib", *path.relative_to(ROOT / "lib").with_suffix("").parts)).removesuffix(".__init__")
+        module = lib_module(path.relative_to(ROOT / "lib"))       # as the sandbox names it
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 found.append((module, node.name, node))

@@ -37,6 +37,8 @@ def _skipped(cell, graded_names) -> bool:
 
 def run_notebook(path, leaks):
     """[(cell index, everything the cell put out as text)] of the notebook run top to bottom."""
+    import tracemalloc
+
     import matplotlib
     matplotlib.use("Agg")
     from IPython.core.interactiveshell import InteractiveShell
@@ -70,6 +72,7 @@ def run_notebook(path, leaks):
     finally:
         os.chdir(here)
         InteractiveShell.clear_instance()
+        tracemalloc.stop()                   # a kernel's trace ends with it; this process goes on
         import matplotlib.pyplot as plt
         plt.close("all")
     return outputs

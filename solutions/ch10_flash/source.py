@@ -189,9 +189,11 @@ CELLS = [
 
     q, k, v = (rng.standard_normal((1, 4096, 8)).astype(np.float32) for _ in range(3))
     tracemalloc.start()
-    flash_attention(q, k, v)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    try:
+        flash_attention(q, k, v)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()                         # also when flash_attention raises
     print(f"peak memory at T = 4096: {peak / 2**20:.1f} MiB (the (T, T) matrix alone: 64 "
           "MiB)")
     if peak > 16 * 2**20:
