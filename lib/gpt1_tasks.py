@@ -17,20 +17,18 @@ earlier position see, and the language-modelling loss leaves it out. A line is u
 its text occurs once in its play, so that a label is a fact of the text. The plays are split as
 chapter 7 splits them (`lib.finetune.split`).
 
-`finetune_format` is chapter 7's loop (`lib.finetune.finetune`) for any format; the twins' pieces
+`finetune_format` runs chapter 7's loop (`lib.finetune.train_loop`) for any format; the twins' pieces
 are in `lib/numpy_twin/gpt1_formats.py` and `lib/torch_twin/gpt1_formats.py`.
 """
 from __future__ import annotations
 
 import functools
-import time
 from typing import NamedTuple
 
 import numpy as np
 
-from .data import shuffled_batches
-from .finetune import FINETUNE, N_SPECIAL, TASK, encode_example, word_order_examples
-from .twins import as_model_ids, twin_module, twin_of
+from .finetune import FINETUNE, N_SPECIAL, TASK, encode_example, train_loop, word_order_examples
+from .twins import twin_module, twin_of
 
 FORMATS = ("classification", "pairs", "similarity", "choice")
 N_CHOICES = 4
@@ -256,34 +254,17 @@ def format_model(model, fmt, seed=0):
 
 
 def finetune_format(model, head, examples, settings=FINETUNE, *, progress=True):
-    """`lib.finetune.finetune` for any format: `settings.steps` batches of `examples` (an
-    `Examples`) from shuffled passes, loss L3 = L2 + lm_weight * L1, AdamW with linear warmup and
-    cosine decay to 0. Returns the history: per step "loss" (L3), "cls_loss" (L2), "lm_loss" (L1), "lr"."""
-    from .progress import READ_SECONDS, progress_bar
-    from .schedule import lr_at
+    """`lib.finetune.finetune` for any format: its loop (`lib.finetune.train_loop`) over
+    `examples` (an `Examples`) with the twin's `format_step`. Returns the history: per step
+    "loss" (L3), "cls_loss" (L2), "lm_loss" (L1), "lr"."""
+    fmt, x, extract, labels = check_examples(examples)
+    format_step = twin_module(twin_of(model), "gpt1_formats").format_step
+    per_choice = fmt == "choice"
 
-    check_examples(examples)
-    s, per_choice = settings, examples.format == "choice"
-    batches = shuffled_batches(len(examples.labels), s.steps, s.batch_size, s.seed)   # (steps, batch_size)
-    twin = twin_module(twin_of(model), "gpt1_formats")
-    optimizer = twin_module(twin_of(model), "finetune").make_optimizer(model, head, s.lr, s.weight_decay)
-    x, extract, labels, batches = (as_model_ids(model, a) for a in (*examples[1:], batches))
-    history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
-    shown = -READ_SECONDS
-    with progress_bar(s.steps, f"fine-tuning ({examples.format})", disable=not progress) as bar:
-        for step, rows in enumerate(batches):
-            lr_now = lr_at(step, s.lr, 0.0, max(1, int(s.warmup_frac * s.steps)), s.steps)
-            losses = twin.format_step(model, head, optimizer, x[rows], extract[rows], labels[rows], per_choice,
-                                      s.lm_weight, lr_now, s.grad_clip)
-            for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"), (step + 1, *losses, lr_now)):
-                history[key].append(value)
-            bar.update(1)
-            if progress and (time.perf_counter() - shown >= READ_SECONDS or step == s.steps - 1):
-                bar.set_postfix(loss=f"{float(losses[0]):.3f}", refresh=False)   # a read waits for the device
-                shown = time.perf_counter()
-    for key in ("loss", "cls_loss", "lm_loss"):
-        history[key] = [float(value) for value in history[key]]
-    return history
+    def step(model, head, optimizer, x, extract, labels, *rest):    # rest: lm_weight, lr, grad_clip
+        return format_step(model, head, optimizer, x, extract, labels, per_choice, *rest)
+
+    return train_loop(model, head, (x, extract, labels), step, settings, f"fine-tuning ({fmt})", progress=progress)
 
 
 def format_accuracy(model, head, examples):
