@@ -2,7 +2,8 @@
 
 - `formats_experiment()`: for each format of `lib.gpt1_tasks` and each split of chapter 7
   (`lib.finetune.split`), which test items the model gets right after fine-tuning from the
-  split's pre-trained model (chapter 7's, `lib.finetune.pretrained`) and from scratch.
+  split's pre-trained model (chapter 7's, `lib.finetune.pretrained`) and from scratch
+  (`format_runs`, one format).
 - `lm_weight_ablation()`: the auxiliary loss's weight lambda in LM_WEIGHTS, with a small and a
   large number of labels (GPT-1's Table 5 asks whether L1 helps, and when).
 - `layers_ablation()`: the first k of the L blocks from the pre-trained model, the rest fresh,
@@ -85,22 +86,26 @@ def _tuned_right(start, fmt, train, test, settings, n_rows=None):
 
 
 # ---- the four formats -------------------------------------------------------------------------------
-def formats_experiment():
-    """{"runs": [{"format", "split", "init", "right": [1 or 0 per test row]}, ...]} for every
-    format, split and init (INITS), cached."""
-    settings = dict(draws=DRAWS, finetune={f: asdict(format_settings(f)) for f in FORMATS}, n_folds=N_FOLDS,
+def format_runs(fmt):
+    """{"runs": [{"format", "split", "init", "right": [1 or 0 per test row]}, ...]} for format
+    `fmt`, every split and init (INITS), cached (one file per format)."""
+    settings = dict(format=fmt, draws=DRAWS, finetune=asdict(format_settings(fmt)), n_folds=N_FOLDS,
                     pretrain_seed=shifted(PRETRAIN["seed"]), inits=INITS)
 
     def compute():
         runs = []
-        for fmt in FORMATS:
-            for fold in range(N_FOLDS):
-                train, test = _data(fmt, fold)
-                for init in INITS:
-                    right = _tuned_right(_start(init, fold), fmt, train, test, format_settings(fmt))
-                    runs.append(dict(format=fmt, split=fold, init=init, right=right))
+        for fold in range(N_FOLDS):
+            train, test = _data(fmt, fold)
+            for init in INITS:
+                right = _tuned_right(_start(init, fold), fmt, train, test, format_settings(fmt))
+                runs.append(dict(format=fmt, split=fold, init=init, right=right))
         return {"runs": runs}
     return _cached("formats", settings, compute)
+
+
+def formats_experiment():
+    """{"runs": [...]}: `format_runs` of every format, together."""
+    return {"runs": [run for fmt in FORMATS for run in format_runs(fmt)["runs"]]}
 
 
 # ---- the ablations -----------------------------------------------------------------------------------
