@@ -124,18 +124,18 @@ def lm_weight_ablation():
 
 
 def transfer_layers(pre, k, seed):
-    """A model of `pre`'s shape (torch twin) whose first k blocks, embeddings and final norm are
-    `pre`'s and whose other blocks are fresh (initialised with `seed`)."""
+    """A model of `pre`'s shape (torch twin): its first k blocks, embeddings and final
+    norm are `pre`'s, its other blocks fresh (initialised with `seed`)."""
     from .torch_twin import GPT
 
     L = pre.config.n_layer
     if not isinstance(k, int) or not 0 <= k <= L:
         raise ValueError(f"k must be an integer from 0 to n_layer={L}, got {k!r}")
-    fresh = {name for i in range(k, L) for name in pre.state_dict_numpy() if name.startswith(f"h.{i}.")}
-    state = {**pre.state_dict_numpy(), **{n: w for n, w in GPT(pre.config, seed).state_dict_numpy().items()
-                                          if n in fresh}}
+    state = pre.state_dict_numpy()
+    fresh = GPT(pre.config, seed).state_dict_numpy()
+    blocks = tuple(f"h.{i}." for i in range(k, L))           # the blocks that start fresh
     model = GPT(pre.config)
-    model.load_state_dict(state)
+    model.load_state_dict({n: fresh[n] if n.startswith(blocks) else w for n, w in state.items()})
     return model
 
 
@@ -165,26 +165,26 @@ def _segments(seq):
 
 
 def zero_shot_right(model, examples):
-    """[1 or 0 per draw]: the format's task answered by the language model alone (no special
-    tokens, no head), by likelihood, as chapter 6b scores (`lib.evaluate.log_likelihoods`).
-    classification: of a passage as written and shuffled, the one with the higher log p(text);
-    pairs and similarity: of the draw's two second lines, the one whose log-likelihood the
-    first line raises more (its gain, log p(b | a newline) - log p(b | newline)) is the one that
-    follows, or of the same speech; choice: the choice of highest gain is the answer."""
+    """[1 or 0 per draw]: the format's task answered by the language model alone (no
+    special tokens, no head), by likelihood, as chapter 6b scores (`log_likelihoods`).
+    - classification: of a passage as written and shuffled, the one of higher log p;
+    - pairs, similarity: of the draw's two second lines, the one whose log-likelihood
+      the first line raises more, its gain log p(b | a newline) - log p(b | newline);
+    - choice: the choice of highest gain."""
     from .evaluate import log_likelihoods
 
     fmt, x, _, labels = examples
-    segs = [[_segments(seq) for seq in example] for example in x]   # per row, per sequence: [a, b?]
+    segs = [[_segments(seq) for seq in example] for example in x]   # [a, b?] per sequence
     if fmt == "classification":
         sums, _ = log_likelihoods(model, [(NEUTRAL, s[0][0]) for s in segs])
-        return [int(a > b) for a, b in zip(sums[0::2], sums[1::2])]   # rows: as written, shuffled
+        return [int(a > b) for a, b in zip(sums[0::2], sums[1::2])]   # as written, shuffled
     pairs = [(a, b) for row in segs for a, b in (row if fmt == "choice" else row[:1])]
     after, _ = log_likelihoods(model, [(np.concatenate([a, NEUTRAL]), b) for a, b in pairs])
     alone, _ = log_likelihoods(model, [(NEUTRAL, b) for _, b in pairs])
     gain = after - alone
     if fmt == "choice":
         return [int(g.argmax() == y) for g, y in zip(gain.reshape(len(x), -1), labels)]
-    return [int(a > b) for a, b in zip(gain[0::2], gain[1::2])]        # rows: label 1, then label 0
+    return [int(a > b) for a, b in zip(gain[0::2], gain[1::2])]   # label 1, then label 0
 
 
 def zero_shot_curve():

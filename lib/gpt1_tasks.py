@@ -87,7 +87,7 @@ def similarity_sequences(a, b):
 
 
 def choice_sequences(context, choices):
-    """[[start] context [delim] choice [extract] for each choice], in the choices' order."""
+    """[[start] context [delim] choice [extract] for each choice], in their order."""
     return [encode_example([context, choice]) for choice in choices]
 
 
