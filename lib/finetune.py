@@ -15,8 +15,9 @@ examples cannot teach and that pre-training on unlabelled text can.
 - Splits: `play_folds` deals the 38 plays into folds holding every genre; split k tests on the
   plays of fold k, fine-tunes on the others, and pre-trains on the others' text only
   (`pretrained`, through `lib.pretrained.trained_folder`), so no test play is seen before the test.
-- `finetune(model, head, x, labels, settings)`: the loop, the same for both twins (the step is
-  the twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`), its settings a
+- `finetune(model, head, x, labels, settings)`: the loop (`train_loop`, which GPT-1's other
+  formats share, `lib.gpt1_tasks.finetune_format`), the same for both twins (the step is the
+  twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`), its settings a
   `FinetuneSettings`.
 - `word_order_experiment(...)`: for every split, the test accuracy after fine-tuning on SIZES
   labelled examples, starting from the split's pre-trained model and from scratch.
