@@ -59,6 +59,11 @@ def _positions():
     return experiment(progress=False)
 
 
+def _gpt1():
+    from .gpt1_experiment import all_runs
+    return all_runs()
+
+
 def _posttrain():
     from .posttrain.experiment import experiment
     return experiment(progress=False)
@@ -81,6 +86,7 @@ RUNS = (
     ("chapter 8's modern-block model (300 steps)", "chapter 6b", _modern),
     ("chapter 5's two dropout runs (500 steps each)", "chapter 5", _dropout),
     ("chapter 7's experiment (2 pre-trainings, 12 fine-tunings)", "chapter 7", _finetune),
+    ("chapter 7's GPT-1 formats and ablations (16 + 13 fine-tunings, 1 pre-training)", "chapter 7", _gpt1),
     ("chapter 8's positions (5 pre-trainings, 2 fine-tunings at twice the context)", "chapter 8", _positions),
     ("chapter 9's experiment (instruction tuning, LoRA, three DPO runs)", "chapter 9", _posttrain),
     ("chapter 11's ladder of six sizes, its isoFLOP sweep and the ladder's task scores (21 runs)", "chapter 11",
@@ -92,13 +98,13 @@ RUNS = (
 
 # The code that decides what these runs train and how: a change to any of it makes tools/claims.py's
 # report stale (tests/test_claims.py), since the chapters' figures came from the code as it was.
-CODE = ("lib/cached.py", "lib/pretrained.py", "lib/overfitting.py", "lib/finetune.py", "lib/positions_experiment.py",
-        "lib/posttrain/experiment.py",
+CODE = ("lib/cached.py", "lib/pretrained.py", "lib/overfitting.py", "lib/finetune.py", "lib/gpt1_tasks.py",
+        "lib/gpt1_experiment.py", "lib/positions_experiment.py", "lib/posttrain/experiment.py",
         "lib/posttrain/instructions.py", "lib/posttrain/loops.py", "lib/posttrain/scores.py",
         "lib/posttrain/template.py", "lib/train.py", "lib/schedule.py", "lib/settings.py", "lib/data.py",
         "lib/assets.py", "lib/config.py", "lib/dropout.py", "lib/torch_twin/train.py", "lib/torch_twin/gpu.py",
-        "lib/torch_twin/finetune.py", "lib/torch_twin/posttrain.py", "lib/torch_twin/model.py",
-        "lib/torch_twin/modern.py", "lib/scaling/ladder.py",
+        "lib/torch_twin/finetune.py", "lib/torch_twin/gpt1_formats.py", "lib/torch_twin/posttrain.py",
+        "lib/torch_twin/model.py", "lib/torch_twin/modern.py", "lib/scaling/ladder.py",
         "lib/scaling/induction.py")
 
 

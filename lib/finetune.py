@@ -15,8 +15,9 @@ examples cannot teach and that pre-training on unlabelled text can.
 - Splits: `play_folds` deals the 38 plays into folds holding every genre; split k tests on the
   plays of fold k, fine-tunes on the others, and pre-trains on the others' text only
   (`pretrained`, through `lib.pretrained.trained_folder`), so no test play is seen before the test.
-- `finetune(model, head, x, labels, settings)`: the loop, the same for both twins (the step is
-  the twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`), its settings a
+- `finetune(model, head, x, labels, settings)`: the loop (`train_loop`, which GPT-1's other
+  formats share, `lib.gpt1_tasks.finetune_format`), the same for both twins (the step is the
+  twin's: `lib/numpy_twin/finetune.py`, `lib/torch_twin/finetune.py`), its settings a
   `FinetuneSettings`.
 - `word_order_experiment(...)`: for every split, the test accuracy after fine-tuning on SIZES
   labelled examples, starting from the split's pre-trained model and from scratch.
@@ -191,36 +192,41 @@ def pretrained(fold, n_folds=N_FOLDS, twin="torch", **options):
 # ---- fine-tuning ---------------------------------------------------------------------------------
 def finetune(model, head, x, labels, settings=FINETUNE, *, progress=True):
     """Train `model` and `head` (one twin) on x (N, T) and labels (N,) as `settings` (a
-    `FinetuneSettings`) say: `steps` batches taken in turn from shuffled passes over the examples,
-    loss L3 = L2 + lm_weight * L1, AdamW with linear warmup over `warmup_frac` of the steps and
-    cosine decay to 0. A fixed number of steps, not of passes, so that a small training set is seen
-    more often and each run costs the same. Returns the history: per step "loss" (L3), "cls_loss"
-    (L2), "lm_loss" (L1), "lr"."""
-    from .progress import READ_SECONDS, progress_bar
-    from .schedule import lr_at
-
+    `FinetuneSettings`) say, through `train_loop` with the twin's `finetune_step`. Returns the
+    history: per step "loss" (L3), "cls_loss" (L2), "lm_loss" (L1), "lr"."""
     x, labels = np.asarray(x), np.asarray(labels)
     if x.ndim != 2 or labels.shape != (len(x),) or not len(x):
         raise ValueError(f"x must be (N, T) and labels (N,) with N >= 1, got {x.shape} and {labels.shape}")
+    step = twin_module(twin_of(model), "finetune").finetune_step
+    return train_loop(model, head, (x, labels), step, settings, "fine-tuning", progress=progress)
+
+
+def train_loop(model, head, arrays, step, settings=FINETUNE, what="fine-tuning", *, progress=True):
+    """Chapter 7's loop: `settings.steps` batches of rows of `arrays` (each (N, ...)) taken in turn
+    from shuffled passes over the N examples, loss L3 = L2 + lm_weight * L1, AdamW with linear
+    warmup over `warmup_frac` of the steps and cosine decay to 0. A fixed number of steps, not of
+    passes, so that a small training set is seen more often and each run costs the same.
+    step(model, head, optimizer, *batch, lm_weight, lr, grad_clip) is the twin's step on one batch
+    and returns (L3, L2, L1). Returns the history: per step "loss", "cls_loss", "lm_loss", "lr"."""
+    from .progress import READ_SECONDS, progress_bar
+    from .schedule import lr_at
+
     s = settings
-    batches = shuffled_batches(len(x), s.steps, s.batch_size, s.seed)        # (steps, batch_size)
-    twin = twin_module(twin_of(model), "finetune")
-    optimizer = twin.make_optimizer(model, head, s.lr, s.weight_decay)
+    batches = shuffled_batches(len(arrays[0]), s.steps, s.batch_size, s.seed)   # (steps, batch_size)
+    optimizer = twin_module(twin_of(model), "finetune").make_optimizer(model, head, s.lr, s.weight_decay)
     # On the model's device once, before the loop: a GPU then never waits for a copy from the host.
-    x, labels, batches = (as_model_ids(model, a) for a in (x, labels, batches))
+    *arrays, batches = (as_model_ids(model, a) for a in (*arrays, batches))
     history = {"step": [], "loss": [], "cls_loss": [], "lm_loss": [], "lr": []}
     shown = -READ_SECONDS
-    with progress_bar(s.steps, "fine-tuning", disable=not progress) as bar:
-        for step, rows in enumerate(batches):
-            lr_now = lr_at(step, s.lr, 0.0, max(1, int(s.warmup_frac * s.steps)), s.steps)
-            losses = twin.finetune_step(model, head, optimizer, x[rows], labels[rows], s.lm_weight,
-                                        lr_now, s.grad_clip)
-            for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"),
-                                  (step + 1, *losses, lr_now)):
+    with progress_bar(s.steps, what, disable=not progress) as bar:
+        for i, rows in enumerate(batches):
+            lr_now = lr_at(i, s.lr, 0.0, max(1, int(s.warmup_frac * s.steps)), s.steps)
+            losses = step(model, head, optimizer, *(a[rows] for a in arrays), s.lm_weight, lr_now, s.grad_clip)
+            for key, value in zip(("step", "loss", "cls_loss", "lm_loss", "lr"), (i + 1, *losses, lr_now)):
                 history[key].append(value)
             bar.update(1)
             # a read waits for the device
-            if progress and (time.perf_counter() - shown >= READ_SECONDS or step == s.steps - 1):
+            if progress and (time.perf_counter() - shown >= READ_SECONDS or i == s.steps - 1):
                 bar.set_postfix(loss=f"{float(losses[0]):.3f}", refresh=False)
                 shown = time.perf_counter()
     for key in ("loss", "cls_loss", "lm_loss"):   # the torch twin's losses, read once at the end

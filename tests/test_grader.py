@@ -855,6 +855,32 @@ def test_finetune_reference_agrees_with_lib(hidden):
         assert np.allclose(g, grads[name], rtol=1e-10, atol=1e-14), name
 
 
+def test_choice_head_reference_agrees_with_lib(hidden):
+    from lib import gpt1_tasks
+    from lib.config import GPTConfig
+    from lib.numpy_twin import GPT
+    from lib.numpy_twin.finetune import ClassifierHead
+    from lib.numpy_twin.gpt1_formats import format_loss
+
+    ex = gpt1_tasks.task_examples("choice", ["hamlet"], 2, seed=0)   # x (2, 4, T)
+    B, S, T = ex.x.shape
+    model = GPT(GPTConfig(vocab_size=259, n_ctx=128, n_layer=1, n_head=2, n_embd=8), seed=1, dtype=np.float64)
+    head = ClassifierHead(8, 1, seed=1).astype(np.float64)
+    model.zero_grad()
+    head.zero_grad()
+    _, cls_loss, _ = format_loss(model, head, ex.x, ex.extract, ex.labels, True, 0.0)
+    states = model.forward_outputs(ex.x.reshape(B * S, T)).hidden.reshape(B, S, T, -1)
+    want = hidden["ch7_choice_head"].REFERENCE["choice_head"](states, ex.extract, head.weight, head.bias, ex.labels)
+    assert np.isclose(want["loss"], cls_loss, rtol=1e-12)
+    assert np.allclose(want["dweight"], head.grads["weight"], rtol=1e-10, atol=1e-14)
+    assert np.allclose(want["dbias"], head.grads["bias"], atol=1e-14)
+    grads = dict(model.named_grads())
+    model.zero_grad()
+    model.backward(np.zeros((B * S, T, 259)), dhidden=want["dhidden"].reshape(B * S, T, -1))
+    for name, g in model.named_grads():
+        assert np.allclose(g, grads[name], rtol=1e-10, atol=1e-14), name
+
+
 def test_bpe_reference_agrees_with_lib(hidden):
     import regex
 
