@@ -437,7 +437,6 @@ class RollingKVCache:
     position seen (RoPE and the masks need the absolute count); setting it back to 0 empties the
     cache, as the plain KVCache's refill does. No capacity: the positions go on as long as the
     model's positions do."""
-    capacity = None
 
     def __init__(self, config: GPTConfig, batch: int, dtype=np.float32):
         if config.sliding_window is None:
@@ -568,7 +567,7 @@ class GPT(Module):
         idx = np.asarray(idx)
         if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
             raise ValueError(f"idx must be a (B, T) array of integer token ids, got shape {idx.shape} dtype {idx.dtype}")
-        # a cache needs only `length` and `update` (exercise 6.1's has no more); `capacity` is optional
+        # a cache needs only `length` and `update`; `capacity` is optional (a rolling cache has none)
         start, capacity = (0, None) if kv_cache is None else (kv_cache.length, getattr(kv_cache, "capacity", None))
         check_positions(self.config, start, idx.shape[1], capacity, extrapolate)
         if idx.size and (idx.min() < 0 or idx.max() >= self.config.vocab_size):

@@ -190,10 +190,8 @@ class ModernAttention(CausalSelfAttention):
     def turn(self, q, k, start):                             # q: (B, H, T, D), k: (B, G, T, D)
         if self.rope_base is None:
             return q, k, None
-        # scaling only when set: unscaled, the call has exercise 8.1's five arguments, so that its
-        # checks can put the student's rope_cos_sin in lib's place
-        scaling = () if self.rope_scaling is None else (self.rope_scaling, self.rope_factor)
-        rope = rope_cos_sin(start, q.shape[2], q.shape[3], self.rope_base, q.dtype, *scaling)  # (T, D/2) each
+        rope = rope_cos_sin(start, q.shape[2], q.shape[3], self.rope_base, q.dtype, self.rope_scaling,
+                            self.rope_factor)                 # (T, D/2) each
         return apply_rope(q, *rope), apply_rope(k, *rope), rope
 
     def turn_backward(self, dq, dk, rope):

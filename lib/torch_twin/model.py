@@ -208,7 +208,6 @@ class RollingKVCache:
     position seen (RoPE and the masks need the absolute count); setting it back to 0 empties the
     cache, as the plain KVCache's refill does. No capacity: the positions go on as long as the
     model's positions do."""
-    capacity = None
 
     def __init__(self, config: GPTConfig, batch: int, dtype=torch.float32, device="cpu"):
         if config.sliding_window is None:
@@ -299,7 +298,8 @@ class GPT(nn.Module):
         if not isinstance(idx, torch.Tensor) or idx.ndim != 2 or idx.dtype not in (torch.int32, torch.int64):
             raise ValueError(f"idx must be a (B, T) integer tensor of token ids, got "
                              f"{type(idx).__name__} {getattr(idx, 'shape', '')} {getattr(idx, 'dtype', '')}")
-        start, capacity = (0, None) if kv_cache is None else (kv_cache.length, kv_cache.capacity)
+        # a cache needs only `length` and `update`; `capacity` is optional (a rolling cache has none)
+        start, capacity = (0, None) if kv_cache is None else (kv_cache.length, getattr(kv_cache, "capacity", None))
         check_positions(self.config, start, idx.shape[1], capacity, extrapolate)
         # On a GPU, reading min and max would make the host wait for the device at every call, and
         # under torch.compile it would cut the graph in two; there the ids are checked once, before

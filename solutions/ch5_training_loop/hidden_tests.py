@@ -43,7 +43,8 @@ EXERCISE = Exercise(
     notebook="ch5_training_loop", title="The training loop",
     functions=("get_batch", "train_step", "estimate_loss", "train_loop"),
     blocked=("lib.data:get_batch", "lib.data:BatchSampler", "lib.numpy_twin.train:train_step",
-             "lib.numpy_twin.train:estimate_loss", "lib.train:train", "lib.train:evaluate_loss"),
+             "lib.numpy_twin.train:estimate_loss", "lib.train:train", "lib.train:evaluate_loss",
+             "lib.finetune:train_loop"),
 )
 
 TINY = dict(vocab_size=32, n_ctx=8, n_layer=1, n_head=2, n_embd=8)
