@@ -9,9 +9,14 @@
    plus the book's icon (without one, the browser asks for /favicon.ico and logs a 404).
 
 3. The course's style sheet, tools/book_static/course.css: room for code lines of 88
-   characters on a 1280-pixel window.
+   characters on a 1280-pixel window, and a font stack that has Chinese glyphs.
+
+4. The language switcher: with `course_editions` set (tools/translations.py sets it when
+   `python tools/build_book.py --all-languages` builds the editions), each page starts with a
+   link to the same page in every other edition, a plain link that works without JavaScript.
 """
 import html
+import posixpath
 from pathlib import Path
 
 import fetch_assets  # a sibling module: local_extensions puts tools/ on sys.path
@@ -41,7 +46,20 @@ def write_root_redirect(app, exception):
         f'<body><p><a href="{target}">{title}</a></p></body></html>\n', encoding="utf-8")
 
 
+def edition_links(app, pagename, templatename, context, doctree):
+    """Put the links to this page's other editions at the top of its body."""
+    if "body" not in context:
+        return
+    up = posixpath.relpath(".", posixpath.dirname(pagename) or ".")   # to this edition's root
+    links = [f'<a class="course-edition" href="{up}/{root}{pagename}.html" hreflang="{lang}" '
+             f'lang="{lang}">{html.escape(label)}</a>' for lang, label, root in app.config.course_editions]
+    if links:
+        context["body"] = f'<p class="course-editions">{" | ".join(links)}</p>\n' + context["body"]
+
+
 def setup(app):
+    app.add_config_value("course_editions", [], "html")
+    app.connect("html-page-context", edition_links)
     app.connect("config-inited", add_offline_assets)
     app.add_css_file("course.css")
     # Before sphinx-external-toc's handler (priority 500), which then keeps this file.
