@@ -20,12 +20,15 @@ def corpus_read_before_tests_move_the_cache():
 
 @pytest.fixture(scope="session")
 def built_book():
-    """Run `python tools/build_book.py` (strict: -W -n, executes every notebook) once.
+    """Run `python tools/build_book.py --all-languages --draft` once: the English edition (strict:
+    -W -n, executes every notebook), then each translation from its executed notebooks, as a draft
+    (tests/test_translations.py says which text is still untranslated), linked both ways.
 
     Returns returncode, log (stdout and stderr together) and html (the output folder).
     It takes seconds for the book pages alone and minutes once the chapters execute.
     """
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py")], cwd=ROOT,
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--all-languages", "--draft"],
+                          cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return SimpleNamespace(returncode=proc.returncode, log=proc.stdout,
                            html=ROOT / "_build" / "html")

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 from book_toc import source_of, toc_docnames  # noqa: E402
 from strip_outputs import NOTEBOOK_DIRS, find_outputs, notebooks, strip  # noqa: E402
+from translations import LANGUAGES  # noqa: E402
 
 # Pages Sphinx writes besides the toc's: the root redirect, the index and the search page.
 GENERATED_PAGES = {"index.html", "genindex.html", "search.html"}
@@ -83,9 +84,10 @@ def css_urls(text):
 
 
 def html_pages(html):
-    """Built pages, relative to html (the theme's and the sources' folders aside)."""
+    """Built pages of the English edition, relative to html (the theme's and the sources' folders
+    and the translations aside: tests/test_translations.py checks those)."""
     return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
-                  if p.relative_to(html).parts[0] not in ("_static", "_sources"))
+                  if p.relative_to(html).parts[0] not in ("_static", "_sources", *LANGUAGES))
 
 
 def resolve(page, url, html):

@@ -141,14 +141,14 @@ def main(argv=None):
     parser.add_argument("--all-languages", action="store_true",
                         help="build the English edition, then every translation, linked both ways")
     parser.add_argument("--draft", action="store_true",
-                        help="with --language: build even with untranslated text (shown in English)")
+                        help="translations build even with untranslated text (shown in English)")
     args = parser.parse_args(argv)
     if args.language:
         return build_translation(args.language, args.draft)
     languages = translations.LANGUAGES if args.all_languages else ()
     code = build_english(languages)
     for language in languages:
-        code = code or build_translation(language)
+        code = code or build_translation(language, args.draft)
     return code
 
 

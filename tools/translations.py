@@ -17,6 +17,7 @@ Chinese build (`python tools/build_book.py --language zh_CN`) runs it first and 
 finds any. See locale/TRANSLATING.md.
 """
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -33,6 +34,10 @@ LANGUAGES = ("zh_CN",)
 # The link to each edition: (language, its lang attribute, the switcher's label).
 EDITIONS = {"en": ("en", "English"), "zh_CN": ("zh-CN", "中文")}
 NOTEBOOK_DIRS = ("chapters", "exercises")
+# Sphinx parses each translation as Markdown and silently keeps the English when the result is
+# not the same kind of node: a translation that starts like a list, a quote or a heading
+# ("2. 嵌入" is a list item) must escape its first character ("2\\. 嵌入").
+BLOCK_START = re.compile(r"(\d+[.)]|[-+*>]|#+)(\s|$)")
 # Sphinx settings of every translated build and of the extraction: one catalogue per page
 # (not one per folder), and a fuzzy (outdated) translation is never shown.
 GETTEXT_CONFIG = {"gettext_compact": False, "locale_dirs": ["locale"],
@@ -98,7 +103,7 @@ def stage_sources(language, require_outputs=True):
             elif done.exists():
                 shutil.copyfile(done, source / folder / entry.name)
             elif require_outputs and folder == "chapters":     # the exercise pages are never executed
-                raise FileNotFoundError(f"no executed notebook {done.relative_to(ROOT)}")
+                raise FileNotFoundError(f"no executed notebook {done.relative_to(BUILD.parent)}")
             else:
                 shutil.copyfile(entry, source / folder / entry.name)
     write_config(language, LANGUAGES, source / "_config.yml")
@@ -143,8 +148,9 @@ def update(language, pages):
 
 
 def problems(language, pages):
-    """[(page, 'untranslated' | 'outdated', English message)] for each message of the English
-    that the catalogues do not translate, or translate only fuzzily (the English changed)."""
+    """[(page, 'untranslated' | 'outdated' | 'starts like a list, quote or heading', English
+    message)] for each message of the English that the catalogues do not translate, translate
+    only fuzzily (the English changed), or translate with text Sphinx would reject."""
     found = []
     for page, template in pages.items():
         path = catalogue_path(language, page)
@@ -157,6 +163,8 @@ def problems(language, pages):
                 found.append((page, "untranslated", message.id))
             elif entry.fuzzy:
                 found.append((page, "outdated", message.id))
+            elif BLOCK_START.match(entry.string):
+                found.append((page, "starts like a list, quote or heading (escape it: 2\\.)", message.id))
     return found
 
 
