@@ -197,16 +197,37 @@ def zh_book(built_book):
     return SimpleNamespace(english=built_book.html, html=built_book.html / LANGUAGE)
 
 
-CELL = re.compile(r'<div class="cell[ "].*?(?=<div class="cell[ "]|<section|</section>|</article>)', re.S)
+CELL_START = re.compile(r'<div class="cell[ "]')
+DIV = re.compile(r"<div[ >]|</div>")
+
+
+def code_cells(page_html):
+    """The HTML of each code cell (its source and its outputs) of a built page."""
+    cells, pos = [], 0
+    while (start := CELL_START.search(page_html, pos)):
+        depth, pos = 0, start.start()
+        for tag in DIV.finditer(page_html, pos):
+            depth += -1 if tag.group() == "</div>" else 1
+            if depth == 0:
+                cells.append(page_html[start.start():tag.end()])
+                pos = tag.end()
+                break
+    return cells
 
 
 @pytest.mark.parametrize("page", [p for p in toc_docnames() if p.startswith(("chapters/", "exercises/"))])
 def test_code_cells_and_outputs_are_the_english_ones(zh_book, page):
-    english = CELL.findall((zh_book.english / f"{page}.html").read_text(encoding="utf-8"))
-    chinese = CELL.findall((zh_book.html / f"{page}.html").read_text(encoding="utf-8"))
+    english = code_cells((zh_book.english / f"{page}.html").read_text(encoding="utf-8"))
+    chinese = code_cells((zh_book.html / f"{page}.html").read_text(encoding="utf-8"))
     assert len(chinese) == len(english) > 0
     for i, (a, b) in enumerate(zip(english, chinese)):
         assert a == b, f"{page}: cell {i} differs from the English page's"
+
+
+def test_code_cells_are_found_whole():
+    page = ('<p>a</p><div class="cell docutils"><div class="cell_input"><pre>x = 1</pre></div>'
+            '<div class="cell_output"><div>1</div></div></div><p>b</p><div class="cell tag_x"></div>')
+    assert code_cells(page) == [page[8:-38], '<div class="cell tag_x"></div>']
 
 
 def test_chinese_pages_name_their_language(zh_book):
@@ -218,7 +239,8 @@ def test_chinese_pages_name_their_language(zh_book):
 # ---------------------------------------------------------------- in the browser
 
 
-from test_browser import READ_PAGE, LOAD_TIMEOUT_MS, MAX_OVERFLOW, Server, browser, check_page, context  # noqa: E402,F401,I001
+from test_browser import (LOAD_TIMEOUT_MS, MAX_OVERFLOW, READ_PAGE, SCREENSHOTS, Server, browser,  # noqa: E402,F401,I001
+                          check_page, context)
 
 # Text the Chinese pages keep in English: code, outputs, math, the bibliography, the switcher.
 KEPT_ENGLISH = ("pre, code, .cell_output, .output, .math, mjx-container, .citation, dl.citation, "
@@ -243,7 +265,8 @@ def both_editions(zh_book):
 
 @pytest.mark.parametrize("page", ZH_PAGES)
 def test_chinese_page_works_offline(page, context, both_editions):
-    problems, _ = check_page(context, both_editions.url + f"{LANGUAGE}/{page}")
+    shot = SCREENSHOTS / f"{LANGUAGE}__{page.replace('/', '__')[:-5]}.png"   # saved for pages with widgets
+    problems, _ = check_page(context, both_editions.url + f"{LANGUAGE}/{page}", shot)
     assert not problems, f"{LANGUAGE}/{page}:\n" + "\n".join(problems)
 
 
