@@ -168,6 +168,7 @@ def test_edition_configs():
     zh = translations.edition_config(LANGUAGE, translations.LANGUAGES)["sphinx"]["config"]
     assert zh["language"] == LANGUAGE and zh["gettext_allow_fuzzy_translations"] is False
     assert zh["course_editions"] == [["en", "English", "../"]]
+    assert translations.edition_config(LANGUAGE, ())["title"] == catalogue(SAMPLE).get("GPT-2 from scratch").string
     en = translations.edition_config("en", translations.LANGUAGES)["sphinx"]["config"]
     assert "language" not in en and en["course_editions"] == [["zh-CN", "中文", "zh_CN/"]]
 

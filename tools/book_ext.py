@@ -39,8 +39,9 @@ def write_root_redirect(app, exception):
     icon = app.config.html_favicon
     icon_link = f'<link rel="icon" href="_static/{Path(icon).name}">' if icon else ""
     title = html.escape(app.config.html_title)
+    lang = (app.config.language or "en").replace("_", "-")
     index.write_text(
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        f'<!doctype html>\n<html lang="{lang}"><head><meta charset="utf-8">\n'
         f'<meta http-equiv="Refresh" content="0; url={target}">\n{icon_link}\n'
         f"<title>{title}</title></head>\n"
         f'<body><p><a href="{target}">{title}</a></p></body></html>\n', encoding="utf-8")

@@ -70,6 +70,10 @@ def edition_config(language, languages):
         for other in ("en", *languages) if other != language]
     if language != "en":
         sphinx["config"].update(GETTEXT_CONFIG, language=language)
+        root_page = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
+        path = catalogue_path(language, root_page)
+        title = _read(path).get(config["title"]) if path.exists() else None
+        config["title"] = title.string if title and title.string and not title.fuzzy else config["title"]
         config["execute"]["execute_notebooks"] = "off"   # the English build's outputs, staged
     return config
 
