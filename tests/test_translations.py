@@ -231,10 +231,20 @@ def test_code_cells_are_found_whole():
     assert code_cells(page) == [page[8:-38], '<div class="cell tag_x"></div>']
 
 
+COLAB = re.compile(r'href="(https://colab\.research\.google\.com/[^"]+)"')
+
+
 def test_chinese_pages_name_their_language(zh_book):
     for page in toc_docnames():
         text = (zh_book.html / f"{page}.html").read_text(encoding="utf-8")
         assert '<html lang="zh-CN"' in text, page
+
+
+def test_launch_buttons_open_the_english_notebooks(zh_book):
+    for page in toc_docnames():
+        english = COLAB.findall((zh_book.english / f"{page}.html").read_text(encoding="utf-8"))
+        chinese = COLAB.findall((zh_book.html / f"{page}.html").read_text(encoding="utf-8"))
+        assert chinese == english, page
 
 
 # ---------------------------------------------------------------- in the browser
