@@ -142,7 +142,7 @@ def update(language, pages):
         path = catalogue_path(language, page)
         if path.exists():
             catalog = _read(path)
-            catalog.update(template, update_header_comment=False)
+            catalog.update(template, update_creation_date=False)  # no churn in untouched files
         else:
             catalog = Catalog(locale=language, project=template.project, fuzzy=False)
             catalog.update(template)
