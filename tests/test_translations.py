@@ -167,6 +167,7 @@ def test_the_chinese_sources_are_the_english_builds_notebooks(tmp_path, monkeypa
 def test_edition_configs():
     zh = translations.edition_config(LANGUAGE, translations.LANGUAGES)["sphinx"]["config"]
     assert zh["language"] == LANGUAGE and zh["gettext_allow_fuzzy_translations"] is False
+    assert zh["nb_code_prompt_show"] == "显示代码单元"
     assert zh["course_editions"] == [["en", "English", "../"]]
     assert translations.edition_config(LANGUAGE, ())["title"] == catalogue(SAMPLE).get("GPT-2 from scratch").string
     en = translations.edition_config("en", translations.LANGUAGES)["sphinx"]["config"]

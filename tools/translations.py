@@ -34,6 +34,9 @@ LANGUAGES = ("zh_CN",)
 # The link to each edition: (language, its lang attribute, the switcher's label).
 EDITIONS = {"en": ("en", "English"), "zh_CN": ("zh-CN", "中文")}
 NOTEBOOK_DIRS = ("chapters", "exercises")
+# Words of the page that no catalogue holds: myst-nb's buttons on collapsed code cells ({type} is
+# "source", "outputs" or "content", which would stay English, so the Chinese omits it).
+INTERFACE = {"zh_CN": {"nb_code_prompt_show": "显示代码单元", "nb_code_prompt_hide": "隐藏代码单元"}}
 # Sphinx parses each translation as Markdown and silently keeps the English when the result is
 # not the same kind of node: a translation that starts like a list, a quote or a heading
 # ("2. 嵌入" is a list item) must escape its first character ("2\\. 嵌入").
@@ -69,7 +72,7 @@ def edition_config(language, languages):
         [*EDITIONS[other], root + ("" if other == "en" else f"{other}/")]
         for other in ("en", *languages) if other != language]
     if language != "en":
-        sphinx["config"].update(GETTEXT_CONFIG, language=language)
+        sphinx["config"].update(GETTEXT_CONFIG, **INTERFACE.get(language, {}), language=language)
         root_page = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
         path = catalogue_path(language, root_page)
         title = _read(path).get(config["title"]) if path.exists() else None
