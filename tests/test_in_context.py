@@ -57,17 +57,23 @@ def test_settings_refuse_bad_input(fields, message):
         InductionSettings(**fields)
 
 
-def test_a_tiny_run_records_every_score_at_every_evaluation():
+def test_a_tiny_run_records_every_score_at_every_evaluation_and_keeps_its_last_weights(tmp_path):
     pytest.importorskip("torch")
+    from lib.scaling.induction import _scores
+    from lib.torch_twin import GPT
+
     settings = replace(SETTINGS, n_embd=16, n_head=2, n_ctx=16, min_period=4, steps=4, eval_every=2, n_probe=3,
                        n_eval=5)
     text = np.random.default_rng(2).choice(ALPHABET, 500)
-    run = train_run(2, settings, text, ALPHABET, held_out_sets(text, ALPHABET, settings))
+    held_out = held_out_sets(text, ALPHABET, settings)
+    run = train_run(2, settings, text, ALPHABET, held_out, tmp_path / "model")
     assert run["steps"] == [0, 2, 4]
     assert np.shape(run["prefix_matching"]) == (3, 2, 2)
     assert all(0 <= score <= 1 for score in np.ravel(run["prefix_matching"]))
     assert run["best_head"] == [max(np.ravel(p)) for p in run["prefix_matching"]]
     assert run["phase_change"] in (2, 4) and len(run["in_context"]) == len(run["in_context_plays"]) == 3
+    again = _scores(GPT.load(tmp_path / "model"), held_out)      # the saved model is the last one scored
+    assert again["prefix_matching"] == run["prefix_matching"][-1] and again["loss"] == run["loss"][-1]
 
 
 def _hidden(name):

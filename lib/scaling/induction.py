@@ -25,6 +25,9 @@ API for the chapter: `experiment()` returns the cached result, a dict (JSON type
   (the highest prefix-matching score at each step), `in_context`, `in_context_plays`, `loss` (the
   mean loss on the held-out mix); and `phase_change` (the step) and `seconds` (the training's time).
 
+`final_model("2-layer")` loads a run's model as it was at the last step (torch twin), kept beside
+the result, so that its heads can be looked at.
+
 What to plot: for each run, `best_head` and `in_context` against `steps` (two panels, or two
 axes), with the 2-layer run's `phase_change` marked. What holds (measured under course seeds 0,
 1 and 2: the 2-layer run's best head goes from 0.02 to 0.98, 0.94 and 0.98, its in-context score
@@ -152,8 +155,9 @@ def held_out_sets(val_ids, alphabet, settings):
     return mix, plays, probe
 
 
-def train_run(n_layer, settings, train_ids, alphabet, held_out, progress=False):
-    """Train one model of `n_layer` layers as `settings` says, scoring it every eval_every steps."""
+def train_run(n_layer, settings, train_ids, alphabet, held_out, folder, progress=False):
+    """Train one model of `n_layer` layers as `settings` says, scoring it every eval_every steps;
+    its final weights go to `folder`."""
     import torch
     import torch.nn.functional as F
 
@@ -184,6 +188,7 @@ def train_run(n_layer, settings, train_ids, alphabet, held_out, progress=False):
     run["best_head"] = [float(np.max(p)) for p in run["prefix_matching"]]
     run["phase_change"] = phase_change_step(run["steps"], run["best_head"])
     run["seconds"] = time.perf_counter() - start
+    model.save(folder)
     return run
 
 
@@ -197,12 +202,19 @@ def experiment_file(settings=SETTINGS):
                        suffix=".json")
 
 
+def model_folder(run, settings=SETTINGS):
+    """Where the experiment keeps the final weights of `run` ("2-layer" or "1-layer")."""
+    path = experiment_file(settings)
+    return path.with_name(f"{path.stem}-{run}")
+
+
 def experiment(settings=SETTINGS, progress=True):
-    """The cached result (see the module docstring), trained once if missing."""
+    """The cached result (see the module docstring), trained once if it or a run's weights are missing."""
     from ..data import load_corpus
 
     path = experiment_file(settings)
-    if path.is_file():
+    names = [f"{n}-layer" for n in settings.n_layers]
+    if path.is_file() and all(model_folder(name, settings).is_dir() for name in names):
         return json.loads(path.read_text())
     import torch
 
@@ -211,7 +223,15 @@ def experiment(settings=SETTINGS, progress=True):
     alphabet = np.unique(np.asarray(train_ids)).astype(np.int64)                   # the plays' bytes
     held_out = held_out_sets(val_ids, alphabet, settings)
     with torch.random.fork_rng():
-        runs = {f"{n}-layer": train_run(n, settings, train_ids, alphabet, held_out, progress)
-                for n in settings.n_layers}
+        runs = {name: train_run(n, settings, train_ids, alphabet, held_out, model_folder(name, settings), progress)
+                for n, name in zip(settings.n_layers, names)}
     write_atomic(path, json.dumps({"settings": asdict(settings), "runs": runs}))
     return json.loads(path.read_text())                      # as a later call reads it
+
+
+def final_model(run, settings=SETTINGS):
+    """The torch twin's model of `run` ("2-layer" or "1-layer") at its last step, trained if missing."""
+    from ..torch_twin import GPT
+
+    experiment(settings, progress=False)
+    return GPT.load(model_folder(run, settings))
