@@ -4,16 +4,16 @@ trained, fitted and predicted with its code, for a notebook's GPU branch.
 - `shard_config(n_layer, n_embd)`: `ladder.rung_config`'s shape over GPT-2's vocabulary.
 - `shard_run(config, tokens, train, val, device)`: one rung trained with `ladder.recipe(tokens)`
   on a split of shards (`lib.pretrained.trained_folder`, cached as a model folder) and measured
-  on the first VAL_TOKENS tokens of the validation split.
+  on the first `val_tokens` (VAL_TOKENS) tokens of the validation split.
 - `shard_ladder(shapes, ...)`: every rung, smallest first; `check_prediction(runs)` fits
   L(N) = E + A N^-alpha to all but the largest rung (`lib.scaling.fit`), predicts the largest and
   says whether its measured loss lies in the interval.
 
-Sizes: GPU_SHAPES (447,552 non-embedding parameters, the plays' largest rung, to 9,864,320, 22x) on GPU_TOKENS tokens each
-where a GPU trains them; TINY_SHAPES on TINY_TOKENS (TINY_VAL_TOKENS measured) where a CPU stands in for one
-(GPT2_COURSE_GPU_ON_CPU=1, `lib.scale`), to run the training's code, not to measure anything:
-16 steps over GPT-2's vocabulary teach little more than the tokens' frequencies, whose losses
-do not follow a power law in N, so the stand-in does not fit them.
+Sizes: GPU_SHAPES, from 447,552 non-embedding parameters (the plays' largest rung) to 9,864,320
+(22x), on GPU_TOKENS tokens each where a GPU trains them; TINY_SHAPES on TINY_TOKENS (measured on
+TINY_VAL_TOKENS) where a CPU stands in for one (GPT2_COURSE_GPU_ON_CPU=1, `lib.scale`), to run
+the training's code, not to measure anything: 16 steps over GPT-2's vocabulary teach little more
+than the tokens' frequencies, whose losses follow no power law in N, so the stand-in fits nothing.
 """
 from __future__ import annotations
 
@@ -30,15 +30,17 @@ GPU_TOKENS = 2 ** 23               # training tokens per rung: 8,192 steps of 16
 TINY_SHAPES = ((1, 8), (1, 16), (2, 16))
 TINY_TOKENS = 2 ** 14              # the recipe's shortest run: 16 steps
 VAL_TOKENS = 2 ** 15               # validation tokens every rung is measured on
-TINY_VAL_TOKENS = 2 ** 10
+TINY_VAL_TOKENS = 2 ** 10          # 16 windows: what chapter 5's tiny shards' 2,000 hold
 
 
 def shard_config(n_layer: int, n_embd: int):
     """A rung of the plays' ladder (context 64, heads 8 wide) reading GPT-2's tokens."""
-    return dataclasses.replace(rung_config(n_layer, n_embd), vocab_size=GPT2_EOT_ID + 1)   # the last id: <|endoftext|>
+    vocab_size = GPT2_EOT_ID + 1                           # <|endoftext|> is GPT-2's last id
+    return dataclasses.replace(rung_config(n_layer, n_embd), vocab_size=vocab_size)
 
 
-def shard_run(config, tokens: int, train, val, val_tokens=VAL_TOKENS, device="cpu", progress=False) -> dict:
+def shard_run(config, tokens: int, train, val, val_tokens=VAL_TOKENS, device="cpu",
+              progress=False) -> dict:
     """{"n_layer", "n_embd", "params" (non-embedding), "tokens", "loss" (validation, nats per
     token)} of `config` trained on `tokens` tokens of the shards `train` and measured on the first
     `val_tokens` of `val` (TokenShards or arrays, as `lib.shards.load_shards` gives them)."""
@@ -58,9 +60,11 @@ def shard_run(config, tokens: int, train, val, val_tokens=VAL_TOKENS, device="cp
     return dict(n_layer=config.n_layer, n_embd=config.n_embd, params=n, tokens=d, loss=loss)
 
 
-def shard_ladder(shapes, tokens: int, train, val, val_tokens=VAL_TOKENS, device="cpu", progress=False) -> list[dict]:
+def shard_ladder(shapes, tokens: int, train, val, val_tokens=VAL_TOKENS, device="cpu",
+                 progress=False) -> list[dict]:
     """`shard_run` of each (n_layer, n_embd) in `shapes` on `tokens` tokens, smallest first."""
-    return [shard_run(shard_config(*shape), tokens, train, val, val_tokens, device, progress) for shape in shapes]
+    return [shard_run(shard_config(*shape), tokens, train, val, val_tokens, device, progress)
+            for shape in shapes]
 
 
 def check_prediction(runs: list[dict], level=0.9) -> dict:
