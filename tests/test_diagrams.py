@@ -38,6 +38,7 @@ SHOWS = {
     "gpt1_classification": set(),
     "rope": {"n_head", "n_embd"},
     "gqa": {"n_layer", "n_head", "n_embd"},
+    "attention_masks": set(),
 }
 CHANGES = {"vocab_size": 50304, "n_ctx": 2048, "n_layer": 10, "n_head": 16, "n_embd": 960}
 

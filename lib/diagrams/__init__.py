@@ -22,11 +22,12 @@ has the drawing kit, the palette and the type style).
 - chapter 6b: `likelihood_scoring`, a multiple-choice item scored choice by choice (sum, mean,
   gain over a neutral text);
 - chapter 7: `gpt1_classification`, GPT-1's input format and the head on the last token;
-- chapter 8: `rope`, the rotation of pairs; `gqa`, query heads sharing key/value heads.
+- chapter 8: `rope`, the rotation of pairs; `gqa`, query heads sharing key/value heads;
+- chapter 11: `attention_masks`, bidirectional, causal and prefix.
 """
 from __future__ import annotations
 
-from . import attention, decoding, embeddings, evaluation, finetuning, model, modern, tokenization, training
+from . import attention, decoding, embeddings, evaluation, finetuning, model, modern, scale, tokenization, training
 
 DIAGRAMS = {
     "bpe_merges": ("chapters/01_tokenization", tokenization.bpe_merges),
@@ -43,6 +44,7 @@ DIAGRAMS = {
     "gpt1_classification": ("chapters/07_finetuning", finetuning.gpt1_classification),
     "rope": ("chapters/08_modern_block", modern.rope),
     "gqa": ("chapters/08_modern_block", modern.gqa),
+    "attention_masks": ("chapters/11_scale", scale.attention_masks),
 }
 
 

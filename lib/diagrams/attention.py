@@ -8,14 +8,15 @@ T = 6          # positions drawn
 CELL = 28      # px per score
 
 
-def grid(c, x, y, role, future_label):
-    """A (T, T) grid: query position t down, key position s across; the cells above the diagonal
-    (s > t, the future) hatched and labelled `future_label`."""
+def grid(c, x, y, role, future_label, masked=lambda t, s: s > t):
+    """A (T, T) grid: query position t down, key position s across; the cells that
+    `masked(t, s)` removes (by default those above the diagonal, s > t, the future) hatched and
+    labelled `future_label`."""
     for t in range(T):
         for s in range(T):
-            future = s > t
-            c.rect(x + s * CELL, y + t * CELL, CELL, CELL, fill=fill_of(role, 0.35), hatch=future, width=0.8, rx=0)
-            if future:
+            hidden = masked(t, s)
+            c.rect(x + s * CELL, y + t * CELL, CELL, CELL, fill=fill_of(role, 0.35), hatch=hidden, width=0.8, rx=0)
+            if hidden:
                 c.text(x + (s + 0.5) * CELL, y + (t + 0.5) * CELL, future_label, size=11)
 
 

@@ -12,6 +12,10 @@ in-context learning's measures.
   score (late loss minus early loss).
 - `induction`: the induction-head experiment (a 2-layer model and a 1-layer control, their scores
   over training and the phase change's step), cached.
+- `few_shot`: a rule shown by k examples in the prompt (a letter's capital), scored by the answer's
+  next-token probability with any twin and tokenizer (imported as `lib.scaling.few_shot`).
+- `shards_ladder`: the ladder at larger sizes on GPT-2-token shards for a GPU, trained, fitted and
+  predicted with `ladder`'s code (imported as `lib.scaling.shards_ladder`).
 """
 from .family import (FAMILY, GPT1, GPT2, GPT3, GPT3_TABLE_D1_PARAMS, GPT3_TRAIN_PF_DAYS, Published, count_check, member,
                      non_embedding_params, param_count, pf_days, train_compute, train_flops)

@@ -78,9 +78,9 @@ def _head(T, target):
 
 def _known_heads(T, period):
     """(2, 2, T, T): induction, previous-token; same-token, uniform."""
-    uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    even = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
     return np.stack([np.stack([_head(T, lambda i: i - period + 1), _head(T, lambda i: i - 1)]),
-                     np.stack([_head(T, lambda i: i - period), uniform])])
+                     np.stack([_head(T, lambda i: i - period), even])])
 
 
 def _prefix_cases():

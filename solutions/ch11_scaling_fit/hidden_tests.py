@@ -36,7 +36,8 @@ def _line(N, L, alpha):
 
 
 def fit_power_law(params, losses):
-    N, L = np.asarray(params, dtype=float), np.asarray(losses, dtype=float)
+    N = np.asarray(params, dtype=float)
+    L = np.asarray(losses, dtype=float)
     N = N / np.exp(np.log(N).mean())                       # sizes around 1: the fit is A at the centre
     alphas = np.geomspace(1e-3, 20.0, 500) / np.ptp(np.log(N))
     rss = [(_line(N, L, a)[2] if _line(N, L, a)[1] > 0 else np.inf) for a in alphas]
@@ -64,7 +65,8 @@ def fit_power_law(params, losses):
 
 
 def predict_interval(params, losses, n_params, t):
-    N, L = np.asarray(params, dtype=float), np.asarray(losses, dtype=float)
+    N = np.asarray(params, dtype=float)
+    L = np.asarray(losses, dtype=float)
     E, A, alpha = fit_power_law(N, L)
     centre = np.log(N).mean()
 
