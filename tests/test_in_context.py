@@ -117,3 +117,24 @@ def test_exercise_11_1s_reference_is_libs():
         loss, low, high = hidden.predict_interval(N, L, n_new, t)
         assert loss == pytest.approx(float(lib["loss"]), rel=1e-8)
         assert (high - low) / 2 == pytest.approx(t * lib_se, rel=1e-4)
+
+
+def test_the_weights_go_where_final_model_reads_them_under_any_course_seed(monkeypatch, tmp_path):
+    from lib import data
+    from lib.scaling import induction
+
+    monkeypatch.setenv("GPT2_COURSE_SEED", "3")
+    monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
+    text = np.random.default_rng(2).choice(ALPHABET, 5000).astype(np.uint16)
+    monkeypatch.setattr(data, "load_corpus", lambda *args: (text, text))
+    saved = {}
+
+    def fake_run(n_layer, settings, *args):
+        saved[f"{n_layer}-layer"] = args[-2]                 # the folder it was told to save to
+        args[-2].mkdir(parents=True)
+        return {"n_layer": n_layer}
+
+    monkeypatch.setattr(induction, "train_run", fake_run)
+    settings = replace(SETTINGS, n_embd=16, n_head=2, n_ctx=16, min_period=4, n_probe=3, n_eval=5)
+    induction.experiment(settings, progress=False)
+    assert saved == {name: induction.model_folder(name, settings) for name in ("2-layer", "1-layer")}

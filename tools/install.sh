@@ -41,9 +41,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # Every model and experiment the chapters read from the course cache (lib.cached.RUNS: the small
-# Shakespeare model, chapter 8's modern block, chapter 5's dropout runs, chapter 7's experiment,
-# chapter 8's positions experiment and chapter 9's experiment): trained once here, about 10
-# minutes on 2 cores, then cached, so that no notebook and no book build pays for them.
+# Shakespeare model, chapter 8's modern block, chapter 5's dropout runs, chapter 7's experiment and
+# its GPT-1 formats, chapter 8's positions experiment, chapter 9's experiment, chapter 11's ladder
+# and its induction-head experiment): trained once here, then cached, so that no notebook and no
+# book build pays for them (README's test budget gives the time of each).
 # GPT2_COURSE_SEED (default 0) shifts all their seeds.
 "$PY" -m lib.cached
 

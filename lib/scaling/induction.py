@@ -213,8 +213,8 @@ def experiment(settings=SETTINGS, progress=True):
     from ..data import load_corpus
 
     path = experiment_file(settings)
-    names = [f"{n}-layer" for n in settings.n_layers]
-    if path.is_file() and all(model_folder(name, settings).is_dir() for name in names):
+    folders = {f"{n}-layer": model_folder(f"{n}-layer", settings) for n in settings.n_layers}  # before the shift
+    if path.is_file() and all(folder.is_dir() for folder in folders.values()):
         return json.loads(path.read_text())
     import torch
 
@@ -223,8 +223,8 @@ def experiment(settings=SETTINGS, progress=True):
     alphabet = np.unique(np.asarray(train_ids)).astype(np.int64)                   # the plays' bytes
     held_out = held_out_sets(val_ids, alphabet, settings)
     with torch.random.fork_rng():
-        runs = {name: train_run(n, settings, train_ids, alphabet, held_out, model_folder(name, settings), progress)
-                for n, name in zip(settings.n_layers, names)}
+        runs = {name: train_run(n, settings, train_ids, alphabet, held_out, folder, progress)
+                for n, (name, folder) in zip(settings.n_layers, folders.items())}
     write_atomic(path, json.dumps({"settings": asdict(settings), "runs": runs}))
     return json.loads(path.read_text())                      # as a later call reads it
 

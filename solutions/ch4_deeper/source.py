@@ -33,8 +33,8 @@ CELLS = [
 
     How many parameters does a GPT have, and where are they? In this exercise you write a function
     that answers from the configuration alone, check it against real models, and then use it to
-    compare two ways of making GPT-2 bigger: twice as deep (24 layers and 16 heads, the layout of
-    GPT-2 Medium) or twice as wide. You compare them in parameters and in measured time per
+    compare two ways of making GPT-2 bigger: twice as deep (24 layers and 16 heads: GPT-2
+    Medium's depth and heads, at Small's width) or twice as wide. You compare them in parameters and in measured time per
     training step.
 
     **What is graded.** The cell tagged `graded:ch4_deeper` (the one defining `count_params`). A grader
