@@ -414,7 +414,7 @@ def markdown(report):
     lines[4:4] = [f"**{total} claims, {dependent} of them depend on training; {held} of those held on all "
                   f"{len(seeds)} seeds.** Executing the notebooks took "
                   f"{min(per_seed.values()) / 60:.0f} to {max(per_seed.values()) / 60:.0f} min per seed, besides "
-                  "each seed's training (the install step's, about 10 minutes on 2 cores).", ""]
+                  "each seed's training (the install step's, whose parts README's test budget times).", ""]
     return "\n".join(lines) + "\n"
 
 
