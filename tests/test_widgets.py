@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -174,6 +175,15 @@ def test_static_attention_viewer(model):
     for layer, head in [(0, 0), (3, 1)]:
         view = data["views"][data["index"][flat([layer, head], data["labels"])]][0]
         assert attention.attention_png(att[layer, head]) in view and f"layer {layer}, head {head}" in view
+
+
+def test_a_viewer_of_one_head_per_layer_selects_the_layer_alone():
+    one_head = nt.GPT(replace(CONFIG, n_head=1), seed=0)
+    w = widgets.attention_viewer(one_head, TOK, PROMPT, layer=1, live=False)
+    check_contract(w.html, initial=[1])
+    data = widget_data(w.html)
+    assert data["labels"] == [[str(l) for l in range(CONFIG.n_layer)]]
+    assert "layer 1, head 0" in data["views"][data["index"][1]][0]
 
 
 def test_static_widgets_refuse_an_empty_prompt(model):

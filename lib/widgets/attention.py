@@ -79,8 +79,10 @@ class AttentionViewer(Widget):
         layer, head = int(layer), int(head)                  # numpy integers too (np.unravel_index gives them)
         att, labels, note = prompt_attention(model, tokenizer, prompt)
         views = [(attention_html(att, labels, l, h),) for l in range(L) for h in range(H)]
-        controls = [("layer", "select", [str(l) for l in range(L)]), ("head", "select", [str(h) for h in range(H)])]
-        self.html = static_widget(controls, views, list(range(L * H)), [layer, head], html.escape(note))
+        # a choice of one is no control: a model of one head per layer gets a layer selector alone
+        shown = [(name, n, at) for name, n, at in (("layer", L, layer), ("head", H, head)) if n > 1]
+        controls = [(name, "select", [str(i) for i in range(n)]) for name, n, _ in shown]
+        self.html = static_widget(controls, views, list(range(L * H)), [at for *_, at in shown], html.escape(note))
         self._att = None
         if live if live is not None else in_kernel():
             self.live = self._live(prompt, layer, head)

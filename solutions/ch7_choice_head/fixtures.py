@@ -14,7 +14,8 @@ WRONG = [
      (("    dscores /= B\n", ""),)),
     ("no_label_checks", "labels are not checked: a label of -1 silently picks the last choice",
      (("    if labels.shape != (B,) or labels.min() < 0 or labels.max() >= S:\n"
-       "        raise ValueError(f\"labels must be {B} choice indices in [0, {S}), got {labels!r}\")\n", ""),)),
+       "        raise ValueError(f\"labels must be {B} choice indices in [0, {S}), \"\n"
+       "                         f\"got {labels!r}\")\n", ""),)),
 ]
 
 TRIVIAL = {

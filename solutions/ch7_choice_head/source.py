@@ -42,24 +42,26 @@ def choice_head(hidden, extract, weight, bias, labels):
         raise ValueError(f"extract must be (B, S) = {(B, S)} positions in [0, {T}), "
                          f"got {extract!r}")
     if labels.shape != (B,) or labels.min() < 0 or labels.max() >= S:
-        raise ValueError(f"labels must be {B} choice indices in [0, {S}), got {labels!r}")
-    rows, seqs = np.arange(B)[:, None], np.arange(S)         # (B, 1), (S,)
-    states = hidden[rows, seqs, extract]                     # (B, S, C): each [extract] state
-    scores = states @ weight[0] + bias[0]                    # (B, S): one number per choice
+        raise ValueError(f"labels must be {B} choice indices in [0, {S}), "
+                         f"got {labels!r}")
+    rows, seqs = np.arange(B)[:, None], np.arange(S)   # (B, 1), (S,)
+    states = hidden[rows, seqs, extract]               # (B, S, C): each [extract] state
+    scores = states @ weight[0] + bias[0]              # (B, S): one number per choice
     # (B, S): the largest is 0, so exp cannot overflow
     shifted = scores - scores.max(axis=1, keepdims=True)
     log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))   # (B, S)
     loss = -log_p[np.arange(B), labels].mean()
-    dscores = np.exp(log_p)                                  # (B, S): softmax - one_hot, / B
+    dscores = np.exp(log_p)                            # (B, S): softmax - one_hot, / B
     dscores[np.arange(B), labels] -= 1.0
     dscores /= B
-    dhidden = np.zeros_like(hidden)                          # (B, S, T, C)
+    dhidden = np.zeros_like(hidden)                    # (B, S, T, C)
     dhidden[rows, seqs, extract] = dscores[..., None] * weight[0]
-    dweight = (dscores[..., None] * states).sum(axis=(0, 1))[None]   # (1, C): shared, so summed
+    # (1, C): one w shared by every choice, so its gradient is summed over them
+    dweight = (dscores[..., None] * states).sum(axis=(0, 1))[None]
     # (1,): a softmax's rows of gradient sum to 0, so the bias learns nothing
     dbias = dscores.sum(keepdims=True).reshape(1)
-    return {"scores": scores, "loss": float(loss), "dhidden": dhidden, "dweight": dweight,
-            "dbias": dbias}
+    return {"scores": scores, "loss": float(loss), "dhidden": dhidden,
+            "dweight": dweight, "dbias": dbias}
 '''
 
 CELLS = [
@@ -150,8 +152,8 @@ CELLS = [
     p0 = np.exp(s0) / np.exp(s0).sum()
     s1 = out["scores"][1]
     p1 = np.exp(s1) / np.exp(s1).sum()
-    expect_close("loss: the mean of -log softmax(scores)[label] over the batch", out["loss"],
-                 -(np.log(p0[2]) + np.log(p1[0])) / 2, rtol=1e-12)
+    expect_close("loss: the mean of -log softmax(scores)[label] over the batch",
+                 out["loss"], -(np.log(p0[2]) + np.log(p1[0])) / 2, rtol=1e-12)
     '''),
     check('''
     for key, shape in (("dhidden", (B, S, T, C)), ("dweight", (1, C))):

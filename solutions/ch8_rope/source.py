@@ -246,9 +246,9 @@ CELLS = [
 
 
     def your_rope_cos_sin(start, T, head_dim, base, dtype, scaling=None, factor=1.0):
-        # lib's signature also takes chapter 8's RoPE scaling; the models checked here do not scale
+        # lib's signature also takes chapter 8's RoPE scaling; the models here do not scale
         if scaling is not None:
-            raise ValueError(f"the check's models do not scale RoPE, got scaling={scaling!r}")
+            raise ValueError(f"the models here do not scale RoPE, got {scaling!r}")
         return rope_cos_sin(start, T, head_dim, base, dtype)
 
 
