@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 from babel.messages.catalog import Catalog
+from markdown_it import MarkdownIt
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -72,14 +73,31 @@ def test_the_sample_page_is_translated(english):
 
 
 def test_catalogues_keep_code_and_roles(english):
-    """A translation keeps every {cite} key and {term}/{doc} target, and every `code` span."""
+    """A translation keeps every {cite} key and {term}/{doc} target, and every `code` span, and adds
+    none (natural Chinese may name a code span twice where the English names it once)."""
     markup = re.compile(r"\{(?:cite|term|doc)\}`(?:[^`<]*<)?([^`>]*)>?`|``?([^`]+)``?")
     wrong = []
     for page, t in english.items():
         for m in catalogue(page):
-            if m.id and m.string and not m.fuzzy and sorted(markup.findall(m.id)) != sorted(markup.findall(m.string)):
+            if m.id and m.string and not m.fuzzy and set(markup.findall(m.id)) != set(markup.findall(m.string)):
                 wrong.append(f"{page}: {m.id[:60]!r}")
     assert not wrong, "translations that change a role's target or a code span:\n" + "\n".join(wrong)
+
+
+def emphasis(text):
+    """How many spans of emphasis and of strong emphasis CommonMark reads in a message."""
+    html = MarkdownIt("commonmark").render(re.sub(r"\$[^$]*\$", "", text))   # math is not markdown
+    return html.count("<em>"), html.count("<strong>")
+
+
+def test_translations_keep_the_emphasis(english):
+    """A translation reads as the same number of emphasised spans as its English. CommonMark opens
+    and closes a `*` or `**` by the characters beside it, and Chinese text has no spaces: a star
+    between a Chinese character and punctuation (`到*{term}`) is printed as a star."""
+    wrong = [f"{page}: {m.string[:60]!r} reads {emphasis(m.string)}, its English {emphasis(m.id)}"
+             for page in english for m in catalogue(page)
+             if m.id and m.string and not m.fuzzy and emphasis(m.id) != emphasis(m.string)]
+    assert not wrong, "translations whose emphasis CommonMark reads differently (em, strong):\n" + "\n".join(wrong)
 
 
 # ---------------------------------------------------------------- the checks catch what they must
