@@ -20,14 +20,14 @@ def corpus_read_before_tests_move_the_cache():
 
 @pytest.fixture(scope="session")
 def built_book():
-    """Run `python tools/build_book.py --all-languages --draft` once: the English edition (strict:
-    -W -n, executes every notebook), then each translation from its executed notebooks, as a draft
-    (tests/test_translations.py says which text is still untranslated), linked both ways.
+    """Run `python tools/build_book.py --all-languages` once: the English edition (strict: -W -n,
+    executes every notebook), then each translation from its executed notebooks (strict too: it
+    stops on any untranslated or outdated message, naming it), linked both ways.
 
     Returns returncode, log (stdout and stderr together) and html (the output folder).
     It takes seconds for the book pages alone and minutes once the chapters execute.
     """
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--all-languages", "--draft"],
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--all-languages"],
                           cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return SimpleNamespace(returncode=proc.returncode, log=proc.stdout,
