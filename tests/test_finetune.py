@@ -292,7 +292,7 @@ def test_book_build_stops_first_when_the_experiment_is_not_cached(tmp_path, monk
     build_book = load_build_book()
     monkeypatch.setenv("GPT2_COURSE_CACHE", str(tmp_path))
     monkeypatch.setattr(build_book.subprocess, "Popen", lambda *a, **k: pytest.fail("the build started"))
-    assert build_book.main() != 0
+    assert build_book.main([]) != 0
     out = capsys.readouterr().out
     assert "python -m lib.finetune" in out and "tools/install.sh" in out
     assert "from lib.posttrain.experiment import experiment; experiment()" in out

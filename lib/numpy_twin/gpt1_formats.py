@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .train import clip_grad_norm, cross_entropy, log_softmax
+from .finetune import adamw_step
+from .train import cross_entropy, log_softmax
 
 
 def extract_states(hidden, extract):                         # hidden: (B, S, T, C), extract: (B, S)
@@ -89,15 +90,9 @@ def format_loss(model, head, x, extract, labels, per_choice, lm_weight):
 
 def format_step(model, head, optimizer, x, extract, labels, per_choice, lm_weight, lr, grad_clip):
     """One AdamW step on one batch of any format (optimizer: `finetune.make_optimizer`); returns (L3, L2, L1)."""
-    model.zero_grad()
-    head.zero_grad()
-    losses = format_loss(model, head, *map(np.asarray, (x, extract, labels)), per_choice, lm_weight)
-    grads = {**model.grads, **{f"head.{n}": g for n, g in head.named_grads()}}
-    if grad_clip:
-        clip_grad_norm(grads, grad_clip)
-    optimizer.lr = lr
-    optimizer.step(grads)
-    return losses
+    x, extract, labels = map(np.asarray, (x, extract, labels))
+    return adamw_step(model, head, optimizer,
+                      lambda: format_loss(model, head, x, extract, labels, per_choice, lm_weight), lr, grad_clip)
 
 
 def format_scores(model, head, x, extract, per_choice):

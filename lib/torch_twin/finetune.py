@@ -59,20 +59,27 @@ def make_optimizer(model, head, lr, weight_decay):
     return AdamW(params, lr, weight_decay=weight_decay)
 
 
-def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
-    """One AdamW step on one batch; returns (L3, L2, L1) as 0-d tensors on the device, unread
-    (a read would make a GPU wait for the host every step): the caller reads them when it reports."""
-    device = model.wte.weight.device
-    x, labels = torch.as_tensor(x, device=device), torch.as_tensor(labels, device=device)
+def adamw_step(optimizer, losses_of, lr, grad_clip):
+    """One AdamW step of the optimizer's parameters at rate lr on the gradient of L3, the first of the losses
+    (L3, L2, L1) that `losses_of()` computes, clipped to norm grad_clip (0: not clipped). Returns
+    the losses as 0-d tensors on the device, unread (a read would make a GPU wait for the host
+    every step): the caller reads them when it reports."""
     for group in optimizer.param_groups:
         group["lr"] = lr
-    losses = finetune_loss(model, head, x, labels, lm_weight)
+    losses = losses_of()
     losses[0].backward()
     if grad_clip:
         clip_grad_norm(named_grads(optimizer.names.items()), grad_clip)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return tuple(loss.detach() for loss in losses)
+
+
+def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
+    """One AdamW step on one batch; returns (L3, L2, L1) as 0-d tensors on the device, unread."""
+    device = model.wte.weight.device
+    x, labels = torch.as_tensor(x, device=device), torch.as_tensor(labels, device=device)
+    return adamw_step(optimizer, lambda: finetune_loss(model, head, x, labels, lm_weight), lr, grad_clip)
 
 
 @torch.no_grad()

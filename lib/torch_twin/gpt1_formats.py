@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .train import clip_grad_norm, cross_entropy, named_grads
+from .finetune import adamw_step
+from .train import cross_entropy
 
 
 def extract_states(hidden, extract):                         # hidden: (B, S, T, C), extract: (B, S)
@@ -60,15 +61,8 @@ def format_step(model, head, optimizer, x, extract, labels, per_choice, lm_weigh
     (L3, L2, L1) as 0-d tensors on the device, unread: the caller reads them when it reports."""
     device = model.wte.weight.device
     x, extract, labels = (torch.as_tensor(a, device=device) for a in (x, extract, labels))
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    losses = format_loss(model, head, x, extract, labels, per_choice, lm_weight)
-    losses[0].backward()
-    if grad_clip:
-        clip_grad_norm(named_grads(optimizer.names.items()), grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return tuple(loss.detach() for loss in losses)
+    return adamw_step(optimizer, lambda: format_loss(model, head, x, extract, labels, per_choice, lm_weight),
+                      lr, grad_clip)
 
 
 @torch.no_grad()
