@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+import yaml
 from babel.messages.catalog import Catalog
 from markdown_it import MarkdownIt
 
@@ -193,6 +194,17 @@ def test_edition_configs():
     assert "language" not in en and en["course_editions"] == [["zh-CN", "中文", "zh_CN/"]]
 
 
+def test_the_chinese_toc_translates_the_parts_captions(tmp_path):
+    """Sphinx never translates the captions of the toctree that Jupyter Book inserts, so the edition
+    has a _toc.yml of its own: the captions from the root page's catalogue, the pages unchanged."""
+    english = translations.toc()
+    chinese = yaml.safe_load(translations.write_toc(LANGUAGE, tmp_path / "_toc.yml").read_text(encoding="utf-8"))
+    assert [p["caption"] for p in chinese["parts"]] == [catalogue(english["root"]).get(p["caption"]).string
+                                                         for p in english["parts"]]
+    strip = lambda toc: [{k: v for k, v in p.items() if k != "caption"} for p in toc["parts"]]  # noqa: E731
+    assert strip(chinese) == strip(english) and chinese["root"] == english["root"]
+
+
 @pytest.mark.parametrize("editions, page, link", [
     ([["zh-CN", "中文", "zh_CN/"]], "chapters/02_embeddings", "../zh_CN/chapters/02_embeddings.html"),
     ([["en", "English", "../"]], "chapters/02_embeddings", "../../chapters/02_embeddings.html"),
@@ -252,6 +264,21 @@ def test_code_cells_are_found_whole():
 
 
 COLAB = re.compile(r'href="(https://colab\.research\.google\.com/[^"]+)"')
+
+
+SIDEBAR = re.compile(r'<nav class="[^"]*bd-docs-nav[^"]*"[\s\S]*?</nav>')
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+@pytest.mark.parametrize("page", ["book/intro", "chapters/03_attention", "exercises/ch4_gelu"])
+def test_the_sidebar_is_chinese(zh_book, page):
+    """Every caption and page title of a Chinese page's navigation is in Chinese."""
+    nav = SIDEBAR.search((zh_book.html / f"{page}.html").read_text(encoding="utf-8")).group()
+    texts = [html.unescape(re.sub(r"<[^>]+>", "", t)).strip()
+             for t in re.findall(r'<span class="caption-text">(.*?)</span>|<a class="reference internal"[^>]*>(.*?)</a>',
+                                 nav, re.S) for t in t if t]
+    assert len(texts) > len(toc_docnames()) // 2, f"{page}: the navigation was not found"
+    assert not [t for t in texts if not CJK.search(t)], f"{page}: English left in the navigation"
 
 
 def test_chinese_pages_name_their_language(zh_book):

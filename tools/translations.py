@@ -73,12 +73,32 @@ def edition_config(language, languages):
         for other in ("en", *languages) if other != language]
     if language != "en":
         sphinx["config"].update(GETTEXT_CONFIG, **INTERFACE.get(language, {}), language=language)
-        root_page = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"]
-        path = catalogue_path(language, root_page)
-        title = _read(path).get(config["title"]) if path.exists() else None
-        config["title"] = title.string if title and title.string and not title.fuzzy else config["title"]
+        config["title"] = translated(language, toc()["root"], config["title"])
         config["execute"]["execute_notebooks"] = "off"   # the English build's outputs, staged
     return config
+
+
+def toc():
+    return yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+
+
+def translated(language, page, text):
+    """text as page's catalogue translates it; text itself where it has no current translation."""
+    path = catalogue_path(language, page)
+    message = _read(path).get(text) if path.exists() else None
+    return message.string if message and message.string and not message.fuzzy else text
+
+
+def write_toc(language, path):
+    """_toc.yml for the edition in language, its parts' captions translated by the root page's
+    catalogue. Sphinx translates a page before Jupyter Book inserts its toctree (sphinx-external-toc's
+    transform runs after Sphinx's Locale transform), so it extracts the captions but never
+    translates them."""
+    contents = toc()
+    for part in contents.get("parts", []):
+        part["caption"] = translated(language, contents["root"], part["caption"])
+    path.write_text(yaml.safe_dump(contents, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def write_config(language, languages, path):
@@ -91,15 +111,15 @@ def write_config(language, languages, path):
 def stage_sources(language, require_outputs=True):
     """A source folder for the edition in language: links to the English sources, with each
     notebook replaced by the one the English build executed (_build/jupyter_execute), so that
-    its code cells and outputs are the English build's. Raises FileNotFoundError naming the
-    first notebook the English build has not executed, unless not require_outputs (then the
-    unexecuted notebook is staged)."""
+    its code cells and outputs are the English build's, and its own _config.yml and _toc.yml.
+    Raises FileNotFoundError naming the first notebook the English build has not executed,
+    unless not require_outputs (then the unexecuted notebook is staged)."""
     executed = BUILD / "jupyter_execute"
     source = BUILD / "translations" / language / "source"
     shutil.rmtree(source, ignore_errors=True)
     source.mkdir(parents=True)
     for entry in ROOT.iterdir():
-        if entry.name not in (*NOTEBOOK_DIRS, "_build", "_config.yml", ".git"):
+        if entry.name not in (*NOTEBOOK_DIRS, "_build", "_config.yml", "_toc.yml", ".git"):
             (source / entry.name).symlink_to(entry)
     for folder in NOTEBOOK_DIRS:
         (source / folder).mkdir()
@@ -114,6 +134,7 @@ def stage_sources(language, require_outputs=True):
             else:
                 shutil.copyfile(entry, source / folder / entry.name)
     write_config(language, LANGUAGES, source / "_config.yml")
+    write_toc(language, source / "_toc.yml")
     return source
 
 
