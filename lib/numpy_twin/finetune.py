@@ -69,7 +69,7 @@ def make_optimizer(model, head, lr, weight_decay):
     return AdamW(params, lr, weight_decay=weight_decay)
 
 
-def adamw_step(model, head, optimizer, losses_of, lr, grad_clip):
+def optimizer_step(model, head, optimizer, losses_of, lr, grad_clip):
     """One AdamW step of model and head at rate lr on the gradients that `losses_of()` leaves while
     it computes (L3, L2, L1), clipped to norm grad_clip (0: not clipped); returns those losses."""
     model.zero_grad()
@@ -86,8 +86,8 @@ def adamw_step(model, head, optimizer, losses_of, lr, grad_clip):
 def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
     """One AdamW step on one batch; returns (L3, L2, L1)."""
     x, labels = np.asarray(x), np.asarray(labels)
-    return adamw_step(model, head, optimizer, lambda: finetune_loss(model, head, x, labels, lm_weight),
-                      lr, grad_clip)
+    return optimizer_step(model, head, optimizer, lambda: finetune_loss(model, head, x, labels, lm_weight),
+                          lr, grad_clip)
 
 
 def predict(model, head, x, batch_size=256):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .finetune import adamw_step
+from .finetune import optimizer_step
 from .train import cross_entropy, log_softmax
 
 
@@ -91,8 +91,8 @@ def format_loss(model, head, x, extract, labels, per_choice, lm_weight):
 def format_step(model, head, optimizer, x, extract, labels, per_choice, lm_weight, lr, grad_clip):
     """One AdamW step on one batch of any format (optimizer: `finetune.make_optimizer`); returns (L3, L2, L1)."""
     x, extract, labels = map(np.asarray, (x, extract, labels))
-    return adamw_step(model, head, optimizer,
-                      lambda: format_loss(model, head, x, extract, labels, per_choice, lm_weight), lr, grad_clip)
+    return optimizer_step(model, head, optimizer,
+                          lambda: format_loss(model, head, x, extract, labels, per_choice, lm_weight), lr, grad_clip)
 
 
 def format_scores(model, head, x, extract, per_choice):

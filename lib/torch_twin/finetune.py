@@ -59,7 +59,7 @@ def make_optimizer(model, head, lr, weight_decay):
     return AdamW(params, lr, weight_decay=weight_decay)
 
 
-def adamw_step(optimizer, losses_of, lr, grad_clip):
+def optimizer_step(optimizer, losses_of, lr, grad_clip):
     """One AdamW step of the optimizer's parameters at rate lr on the gradient of L3, the first of the losses
     (L3, L2, L1) that `losses_of()` computes, clipped to norm grad_clip (0: not clipped). Returns
     the losses as 0-d tensors on the device, unread (a read would make a GPU wait for the host
@@ -79,7 +79,7 @@ def finetune_step(model, head, optimizer, x, labels, lm_weight, lr, grad_clip):
     """One AdamW step on one batch; returns (L3, L2, L1) as 0-d tensors on the device, unread."""
     device = model.wte.weight.device
     x, labels = torch.as_tensor(x, device=device), torch.as_tensor(labels, device=device)
-    return adamw_step(optimizer, lambda: finetune_loss(model, head, x, labels, lm_weight), lr, grad_clip)
+    return optimizer_step(optimizer, lambda: finetune_loss(model, head, x, labels, lm_weight), lr, grad_clip)
 
 
 @torch.no_grad()

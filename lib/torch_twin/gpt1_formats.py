@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .finetune import adamw_step
+from .finetune import optimizer_step
 from .train import cross_entropy
 
 
@@ -61,8 +61,8 @@ def format_step(model, head, optimizer, x, extract, labels, per_choice, lm_weigh
     (L3, L2, L1) as 0-d tensors on the device, unread: the caller reads them when it reports."""
     device = model.wte.weight.device
     x, extract, labels = (torch.as_tensor(a, device=device) for a in (x, extract, labels))
-    return adamw_step(optimizer, lambda: format_loss(model, head, x, extract, labels, per_choice, lm_weight),
-                      lr, grad_clip)
+    return optimizer_step(optimizer, lambda: format_loss(model, head, x, extract, labels, per_choice, lm_weight),
+                          lr, grad_clip)
 
 
 @torch.no_grad()
