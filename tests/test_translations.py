@@ -13,6 +13,7 @@ works as the English one does (tests/test_browser.py's checks), its switcher lea
 English page and back, its code fits, and no English paragraph is left (one test per page).
 """
 import html
+import json
 import re
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ SAMPLE = "book/intro"  # the model page for translators, whose catalogue holds t
 @pytest.fixture(scope="module")
 def english():
     """{page: template} extracted from the English sources into a temporary folder."""
-    return translations.templates(translations.extract(ROOT / "_build" / "gettext-test"))
+    return translations.templates(translations.extract(ROOT / "_build" / "gettext-test" / "pot"))
 
 
 def catalogue(page):
@@ -65,6 +66,13 @@ def test_every_english_message_is_in_its_catalogue(english):
                if m.id and catalogue(page).get(m.id) is None]
     assert not missing, ("English text that no catalogue holds; run `python tools/translations.py "
                          "--update` and translate it (locale/TRANSLATING.md):\n" + "\n".join(missing))
+
+
+def test_extraction_never_writes_over_the_executed_notebooks():
+    """Extracting beside _build/jupyter_execute would replace the English build's executed notebooks
+    with unexecuted ones (myst-nb writes what it reads into the output's sibling folder)."""
+    with pytest.raises(ValueError, match="jupyter_execute"):
+        translations.extract(ROOT / "_build" / "gettext")
 
 
 def test_every_page_is_translated(english):
@@ -230,37 +238,65 @@ def zh_book(built_book):
     return SimpleNamespace(english=built_book.html, html=built_book.html / LANGUAGE)
 
 
+BUTTON = re.compile(r'(<p class="(?:collapsed|expanded) admonition-title">)([^<]*)(?=</p>)')
+WIDGET_VIEW = re.compile(r'(<script type="application/vnd\.jupyter\.widget-view\+json">)(.*?)(</script>)', re.S)
 CELL_START = re.compile(r'<div class="cell[ "]')
-DIV = re.compile(r"<div[ >]|</div>")
+DIV = re.compile(r"<div[ >]|<\\?/div>")   # a widget's views, in JSON, close theirs as <\/div>
+
+
+def comparable(cell):
+    """A cell's HTML without its collapse button's label, its widget views' keys sorted (the English
+    build writes a view as the kernel sent it, the Chinese one as the executed notebook stores it)."""
+    cell = BUTTON.sub(r"\1", cell)
+    return WIDGET_VIEW.sub(lambda m: m.group(1) + json.dumps(json.loads(m.group(2)), sort_keys=True) + m.group(3), cell)
 
 
 def code_cells(page_html):
     """The HTML of each code cell (its source and its outputs) of a built page."""
     cells, pos = [], 0
     while (start := CELL_START.search(page_html, pos)):
-        depth, pos = 0, start.start()
-        for tag in DIV.finditer(page_html, pos):
-            depth += -1 if tag.group() == "</div>" else 1
+        depth = 0
+        for tag in DIV.finditer(page_html, start.start()):
+            depth += 1 if tag.group().startswith("<div") else -1
             if depth == 0:
                 cells.append(page_html[start.start():tag.end()])
                 pos = tag.end()
                 break
+        else:
+            raise AssertionError(f"the code cell at character {start.start()} never closes its <div>")
     return cells
 
 
 @pytest.mark.parametrize("page", [p for p in toc_docnames() if p.startswith(("chapters/", "exercises/"))])
 def test_code_cells_and_outputs_are_the_english_ones(zh_book, page):
+    """Byte for byte, but for the button of a collapsed cell, which names itself in the page's
+    language (translations.INTERFACE), and the order of the keys of a widget's view."""
     english = code_cells((zh_book.english / f"{page}.html").read_text(encoding="utf-8"))
     chinese = code_cells((zh_book.html / f"{page}.html").read_text(encoding="utf-8"))
     assert len(chinese) == len(english) > 0
     for i, (a, b) in enumerate(zip(english, chinese)):
-        assert a == b, f"{page}: cell {i} differs from the English page's"
+        assert comparable(a) == comparable(b), f"{page}: cell {i} differs from the English page's"
+    shown = {m.group(2) for m in BUTTON.finditer("".join(chinese))}
+    assert shown <= set(translations.INTERFACE[LANGUAGE].values()), f"{page}: buttons {shown}"
 
 
 def test_code_cells_are_found_whole():
     page = ('<p>a</p><div class="cell docutils"><div class="cell_input"><pre>x = 1</pre></div>'
             '<div class="cell_output"><div>1</div></div></div><p>b</p><div class="cell tag_x"></div>')
     assert code_cells(page) == [page[8:-38], '<div class="cell tag_x"></div>']
+    widget = '<div class="cell"><script>{"views": ["<div>a<\\/div>"]}</script></div>'
+    assert code_cells(widget) == [widget]
+    with pytest.raises(AssertionError, match="never closes"):
+        code_cells('<div class="cell"><div>')
+
+
+def test_cells_compare_but_for_the_button_label_and_the_widget_keys_order():
+    view = '<script type="application/vnd.jupyter.widget-view+json">{}</script>'
+    cell = '<p class="collapsed admonition-title">{}</p><pre>x = {}</pre>' + view
+    english = cell.format("Show code cell source", 1, '{"a": 1, "b": 2}')
+    assert comparable(english) == comparable(cell.format("显示代码单元", 1, '{"b": 2, "a": 1}'))
+    assert comparable(english) != comparable(cell.format("Show code cell source", 2, '{"a": 1, "b": 2}'))
+    assert comparable(english) != comparable(cell.format("Show code cell source", 1, '{"a": 1, "b": 3}'))
 
 
 COLAB = re.compile(r'href="(https://colab\.research\.google\.com/[^"]+)"')
@@ -298,7 +334,7 @@ def test_launch_buttons_open_the_english_notebooks(zh_book):
 
 
 from test_browser import (LOAD_TIMEOUT_MS, MAX_OVERFLOW, READ_PAGE, SCREENSHOTS, Server, browser,  # noqa: E402,F401,I001
-                          check_page, context)
+                          check_page, context, diagrams_on)
 
 # Text the Chinese pages keep in English: code, outputs, math, the bibliography, the switcher.
 KEPT_ENGLISH = ("pre, code, .cell_output, .output, .math, mjx-container, .citation, dl.citation, "
@@ -324,7 +360,7 @@ def both_editions(zh_book):
 @pytest.mark.parametrize("page", ZH_PAGES)
 def test_chinese_page_works_offline(page, context, both_editions):
     shot = SCREENSHOTS / f"{LANGUAGE}__{page.replace('/', '__')[:-5]}.png"   # saved for pages with widgets
-    problems, _ = check_page(context, both_editions.url + f"{LANGUAGE}/{page}", shot)
+    problems, _ = check_page(context, both_editions.url + f"{LANGUAGE}/{page}", shot, diagrams_on(page))
     assert not problems, f"{LANGUAGE}/{page}:\n" + "\n".join(problems)
 
 

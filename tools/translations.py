@@ -7,7 +7,7 @@
 The English edition is the source. Sphinx's gettext builder extracts every translatable
 message of every page of _toc.yml (paragraphs, headings, list items, table cells,
 admonitions, figure captions, glossary terms and definitions; never code cells, their outputs
-or literal blocks) into one template per page, _build/gettext/<page>.pot, with execution off
+or literal blocks) into one template per page, _build/gettext/pot/<page>.pot, with execution off
 (seconds, no kernel). `--update` merges the templates into the catalogues
 locale/<language>/LC_MESSAGES/<page>.po with Babel, as msgmerge does: a new paragraph comes
 in untranslated, a changed one keeps its old translation marked fuzzy (outdated), a removed
@@ -28,7 +28,7 @@ from babel.messages.pofile import read_po, write_po
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE = ROOT / "locale"
-TEMPLATES = ROOT / "_build" / "gettext"
+TEMPLATES = ROOT / "_build" / "gettext" / "pot"
 BUILD = ROOT / "_build"
 LANGUAGES = ("zh_CN",)
 # The link to each edition: (language, its lang attribute, the switcher's label).
@@ -49,7 +49,11 @@ GETTEXT_CONFIG = {"gettext_compact": False, "locale_dirs": ["locale"],
 
 def extract(out=TEMPLATES):
     """Write one .pot template per page of the book into out, from the English sources, without
-    executing anything. Returns out."""
+    executing anything. Returns out. myst-nb writes the notebooks it reads into the folder beside
+    out (`jupyter_execute`), so out must not sit in _build itself, where those notebooks would
+    replace the English build's executed ones that the Chinese build and the tests read."""
+    if Path(out).resolve().parent == BUILD.resolve():
+        raise ValueError(f"translations: {out} would overwrite _build/jupyter_execute; extract into a subfolder")
     from jupyter_book.sphinx import build_sphinx
 
     config = {**GETTEXT_CONFIG, "nb_execution_mode": "off", "latex_individualpages": False}
