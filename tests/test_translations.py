@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import book_ext  # noqa: E402
 import translations  # noqa: E402
-from book_toc import toc_docnames  # noqa: E402
+from book_toc import read_toc, toc_docnames  # noqa: E402
 
 LANGUAGE = "zh_CN"
 SAMPLE = "book/intro"  # the model page for translators, whose catalogue holds the book's title
@@ -205,7 +205,7 @@ def test_edition_configs():
 def test_the_chinese_toc_translates_the_parts_captions(tmp_path):
     """Sphinx never translates the captions of the toctree that Jupyter Book inserts, so the edition
     has a _toc.yml of its own: the captions from the root page's catalogue, the pages unchanged."""
-    english = translations.toc()
+    english = read_toc()
     chinese = yaml.safe_load(translations.write_toc(LANGUAGE, tmp_path / "_toc.yml").read_text(encoding="utf-8"))
     assert [p["caption"] for p in chinese["parts"]] == [catalogue(english["root"]).get(p["caption"]).string
                                                          for p in english["parts"]]
@@ -310,9 +310,9 @@ CJK = re.compile(r"[\u3400-\u9fff]")
 def test_the_sidebar_is_chinese(zh_book, page):
     """Every caption and page title of a Chinese page's navigation is in Chinese."""
     nav = SIDEBAR.search((zh_book.html / f"{page}.html").read_text(encoding="utf-8")).group()
-    texts = [html.unescape(re.sub(r"<[^>]+>", "", t)).strip()
-             for t in re.findall(r'<span class="caption-text">(.*?)</span>|<a class="reference internal"[^>]*>(.*?)</a>',
-                                 nav, re.S) for t in t if t]
+    found = re.findall(r'<span class="caption-text">(.*?)</span>|<a class="reference internal"[^>]*>(.*?)</a>',
+                       nav, re.S)                                         # (caption, "") or ("", title)
+    texts = [html.unescape(re.sub(r"<[^>]+>", "", caption or title)).strip() for caption, title in found]
     assert len(texts) > len(toc_docnames()) // 2, f"{page}: the navigation was not found"
     assert not [t for t in texts if not CJK.search(t)], f"{page}: English left in the navigation"
 

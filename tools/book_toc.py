@@ -1,4 +1,4 @@
-"""The pages of the book as _toc.yml lists them (used by the book tests)."""
+"""The pages of the book as _toc.yml lists them (used by the book tests and the translations)."""
 from pathlib import Path
 
 import yaml
@@ -19,9 +19,14 @@ def _files(node):
             yield from _files(item)
 
 
+def read_toc():
+    """_toc.yml, as its data."""
+    return yaml.safe_load(TOC.read_text(encoding="utf-8"))
+
+
 def toc_docnames():
     """Every page of the book in reading order, root first, without suffix: 'book/intro'."""
-    toc = yaml.safe_load(TOC.read_text())
+    toc = read_toc()
     return [toc["root"], *_files(toc.get("parts", toc.get("chapters", [])))]
 
 

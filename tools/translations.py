@@ -26,10 +26,12 @@ import yaml
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
 
+from book_toc import read_toc  # a sibling module
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE = ROOT / "locale"
-TEMPLATES = ROOT / "_build" / "gettext" / "pot"
 BUILD = ROOT / "_build"
+TEMPLATES = BUILD / "gettext" / "pot"
 LANGUAGES = ("zh_CN",)
 # The link to each edition: (language, its lang attribute, the switcher's label).
 EDITIONS = {"en": ("en", "English"), "zh_CN": ("zh-CN", "中文")}
@@ -77,13 +79,9 @@ def edition_config(language, languages):
         for other in ("en", *languages) if other != language]
     if language != "en":
         sphinx["config"].update(GETTEXT_CONFIG, **INTERFACE.get(language, {}), language=language)
-        config["title"] = translated(language, toc()["root"], config["title"])
+        config["title"] = translated(language, read_toc()["root"], config["title"])
         config["execute"]["execute_notebooks"] = "off"   # the English build's outputs, staged
     return config
-
-
-def toc():
-    return yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
 
 
 def translated(language, page, text):
@@ -98,7 +96,7 @@ def write_toc(language, path):
     catalogue. Sphinx translates a page before Jupyter Book inserts its toctree (sphinx-external-toc's
     transform runs after Sphinx's Locale transform), so it extracts the captions but never
     translates them."""
-    contents = toc()
+    contents = read_toc()
     for part in contents.get("parts", []):
         part["caption"] = translated(language, contents["root"], part["caption"])
     path.write_text(yaml.safe_dump(contents, allow_unicode=True, sort_keys=False), encoding="utf-8")
